@@ -1,0 +1,3 @@
+from qzoo.cli import entry
+
+entry()

@@ -1,0 +1,102 @@
+"""Atari through ale-py's native vector environment, under DQN Zoo's protocol.
+
+DQN Zoo protocol (dqn_zoo.md §2): no sticky actions, minimal action set, random
+no-op starts, action repeat 4, max of the last two frames, grayscale, 84x84, reward
+summed over the 4 frames (clipped by the learner, not here: results report raw
+returns), a lost life zeros the discount without ending the episode, episodes capped
+at 108,000 frames with the cap treated as truncation.
+
+Machado et al. 2018 protocol (as used by Dopamine and the DQN Replay Dataset):
+sticky actions with probability 0.25, no life-loss signal, no no-op starts,
+108,000-frame cap.
+
+Deliberate, documented differences from DQN Zoo, all from ale-py's C++ pipeline:
+- resizing is ale-py's (OpenCV INTER_AREA-like), not Pillow's BILINEAR;
+- no-op starts are uniform on 0..30 (ale-py's noop_max), not 1..30;
+- the 108,000-frame cap counts the no-op frames.
+"""
+
+import os
+
+import numpy as np
+from ale_py.vector_env import AtariVectorEnv
+
+from qzoo.envs import EnvInfo, EnvStep
+
+
+class AtariVector:
+    """N Atari games stepped together by ale-py's threaded vector environment."""
+
+    def __init__(self, game, num_envs, config):
+        sticky = config.protocol == "machado"
+        self.game = game
+        self.num_envs = num_envs
+        self._life_loss_signal = not sticky
+        self._action_repeats = config.action_repeats
+        self._env = AtariVectorEnv(
+            game,
+            num_envs,
+            num_threads=min(num_envs, os.cpu_count() or 1),
+            max_num_frames_per_episode=config.max_frames_per_episode or 10**9,
+            repeat_action_probability=0.25 if sticky else 0.0,
+            full_action_space=False,
+            autoreset_mode="NextStep",
+            img_height=84,
+            img_width=84,
+            grayscale=True,
+            stack_num=1,  # qzoo stacks frames itself, identically for acting and replay
+            frameskip=config.action_repeats,
+            maxpool=True,
+            noop_max=0 if sticky else 30,
+            episodic_life=False,
+            reward_clipping=False,
+            use_fire_reset=False,
+        )
+        self.info = EnvInfo(
+            name=game,
+            domain="atari",
+            num_actions=int(self._env.single_action_space.n),
+            frame_shape=(84, 84),
+            frame_dtype=np.uint8,
+            game=game,
+        )
+        self._lives = np.zeros(num_envs, np.int32)
+        self._was_last = np.zeros(num_envs, bool)
+
+    def reset(self, seed):
+        obs, info = self._env.reset(seed=int(seed))
+        self._lives = info["lives"].copy()
+        self._was_last[:] = False
+        n = self.num_envs
+        return EnvStep(
+            frame=obs[:, -1],
+            reward=np.zeros(n, np.float32),
+            first=np.ones(n, bool),
+            last=np.zeros(n, bool),
+            terminated=np.zeros(n, bool),
+            life_loss=np.zeros(n, bool),
+            real_steps=0,
+        )
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self._env.step(
+            np.asarray(actions, dtype=np.int64)
+        )
+        first = self._was_last.copy()
+        lives = info["lives"]
+        life_loss = (lives < self._lives) & ~first & self._life_loss_signal
+        self._lives = lives.copy()
+        last = terminated | truncated
+        self._was_last = last.copy()
+        return EnvStep(
+            frame=obs[:, -1],
+            reward=reward.astype(np.float32),
+            first=first,
+            last=last,
+            terminated=terminated.copy(),
+            life_loss=life_loss,
+            real_steps=int((~first).sum()),
+        )
+
+    def close(self):
+        self._env.close()

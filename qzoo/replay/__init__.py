@@ -1,0 +1,1 @@
+"""Replay memories: deduplicated frame storage (frames.py)."""
