@@ -11,7 +11,12 @@ from torch import nn
 
 def legacy_init_(module):
     """U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases (DQN Zoo's
-    `_dqn_default_initializer`, from the Torch7 DQN of Mnih et al. 2015)."""
+    `_dqn_default_initializer`, from the Torch7 DQN of Mnih et al. 2015).
+
+    For Linear and Conv2d this happens to equal PyTorch's default (kaiming-uniform
+    with a=sqrt(5) gives the same bound); it is applied explicitly so that the
+    network does not depend on that default.
+    """
     if isinstance(module, (nn.Linear, nn.Conv2d)):
         fan_in = module.weight[0].numel()
         bound = 1.0 / math.sqrt(fan_in)
