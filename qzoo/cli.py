@@ -17,8 +17,9 @@ from qzoo.errors import UserError
 
 USAGE = __doc__
 
-# Options a resumed run may change without changing its results' meaning.
-RESUMABLE = ("iterations", "device", "progress", "tensorboard", "run_dir")
+# Options a resumed run may change without changing its results. (Not --iterations:
+# as in DQN Zoo, the epsilon decay length is a fraction of the whole run.)
+RESUMABLE = ("device", "progress", "tensorboard", "run_dir")
 
 
 def _is_bool(name):

@@ -84,9 +84,11 @@ class AtariVector:
         )
         first = self._was_last.copy()
         lives = info["lives"]
-        life_loss = (lives < self._lives) & ~first & self._life_loss_signal
-        self._lives = lives.copy()
         last = terminated | truncated
+        # As DQN Zoo's ZeroDiscountOnLifeLoss: only mid-episode steps (a LAST step's
+        # discount comes from termination or truncation alone).
+        life_loss = (lives < self._lives) & ~first & ~last & self._life_loss_signal
+        self._lives = lives.copy()
         self._was_last = last.copy()
         return EnvStep(
             frame=obs[:, -1],

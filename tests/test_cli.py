@@ -1,0 +1,85 @@
+"""Bad input: one line naming the bad value, exit code 2, nothing written lost."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from qzoo.cli import main, parse_options
+
+TINY = ["--iterations", "1", "--train-frames", "300", "--eval-frames", "100",
+        "--replay-capacity", "1000", "--min-replay-capacity-fraction", "0.1",
+        "--no-tensorboard"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "dqn", "--env", "ponng"], "unknown environment 'ponng'"),
+        (["train", "dqn", "--env", "ponng"], "closest: pong"),
+        (["train", "rainbw", "--env", "pong"], "unknown agent 'rainbw'"),
+        (["train", "dqn", "--learning-rate", "fast"], "--learning-rate: bad value 'fast'"),
+        (["train", "dqn", "--num-envs", "0"], "--num-envs: bad value 0"),
+        (["train", "dqn", "--num-envs", "2.5"], "--num-envs: bad value '2.5'"),
+        (["train", "dqn", "--protocol", "sticky"], "expected one of dqn_zoo, machado"),
+        (["train", "dqn", "--learnig-rate", "1"], "did you mean --learning-rate"),
+        (["train", "dqn", "--seed"], "option --seed needs a value"),
+        (["train", "dqn", "--replay-capacity", "10000000000"], "GiB"),
+        (["frobnicate"], "unknown command 'frobnicate'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_code_2(argv, message, capsys, tmp_path):
+    code = main(argv + ["--run-dir", str(tmp_path / "run")] if argv[0] == "train" else argv)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_subprocess_has_no_traceback(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "qzoo", "train", "dqn", "--env", "pongg"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith("qzoo: error: unknown environment 'pongg'")
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_corrupt_checkpoint_is_reported_and_kept(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main(["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(run_dir)] + TINY) == 0
+    ckpt = run_dir / "checkpoints" / "latest.pt"
+    results = (run_dir / "results.csv").read_bytes()
+    ckpt.write_bytes(b"not a checkpoint")
+    capsys.readouterr()
+    assert main(["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(run_dir)] + TINY) == 2
+    err = capsys.readouterr().err
+    assert "is corrupt" in err and str(ckpt) in err
+    assert ckpt.read_bytes() == b"not a checkpoint"
+    assert (run_dir / "results.csv").read_bytes() == results
+
+
+def test_resume_with_different_settings_is_refused(tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    assert main(["train", "dqn", "--env", "CartPole-v1", "--run-dir", run_dir] + TINY) == 0
+    capsys.readouterr()
+    code = main(["train", "dqn", "--env", "CartPole-v1", "--run-dir", run_dir, "--seed", "7"] + TINY)
+    assert code == 2 and "--seed 7 differs from 1" in capsys.readouterr().err
+
+
+def test_finished_run_is_not_redone(tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    argv = ["train", "double_q", "--env", "CartPole-v1", "--run-dir", run_dir] + TINY
+    assert main(argv) == 0
+    rows = open(os.path.join(run_dir, "results.csv")).read()
+    assert rows.count("\n") == 3  # header, iteration 0, iteration 1
+    assert main(argv) == 0 and "is complete" in capsys.readouterr().err
+    assert open(os.path.join(run_dir, "results.csv")).read() == rows
+
+
+def test_parse_options():
+    assert parse_options(["--a-b", "1", "--double-q", "--no-tensorboard", "--x=-3"]) == {
+        "a_b": "1", "double_q": "true", "tensorboard": "false", "x": "-3",
+    }  # fmt: skip

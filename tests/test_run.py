@@ -1,0 +1,99 @@
+"""The run loop end to end: results.csv, checkpoints, and exact resume after SIGKILL."""
+
+import csv
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from qzoo.loop import WALL_CLOCK_COLUMNS
+
+DQN_ZOO_COLUMNS = [
+    "iteration", "frame", "eval_episode_return", "train_episode_return",
+    "eval_num_episodes", "train_num_episodes", "eval_frame_rate", "train_frame_rate",
+    "train_exploration_epsilon", "train_state_value", "normalized_return",
+    "capped_normalized_return", "human_gap",
+]  # fmt: skip
+
+ARGS = ["train", "dqn", "--env", "CartPole-v1", "--iterations", "3", "--train-frames", "600",
+        "--eval-frames", "300", "--replay-capacity", "4000", "--min-replay-capacity-fraction",
+        "0.1", "--no-tensorboard", "--no-progress"]  # fmt: skip
+
+
+def qzoo(run_dir, extra=()):
+    return [sys.executable, "-m", "qzoo", *ARGS, "--run-dir", str(run_dir), *extra]
+
+
+def read_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def comparable(rows):
+    return [{k: v for k, v in row.items() if k not in WALL_CLOCK_COLUMNS} for row in rows]
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("reference") / "run"
+    subprocess.run(qzoo(run_dir), check=True, capture_output=True)
+    return run_dir
+
+
+def test_results_csv_has_dqn_zoo_columns(reference_run):
+    rows = read_rows(reference_run / "results.csv")
+    assert list(rows[0])[: len(DQN_ZOO_COLUMNS)] == DQN_ZOO_COLUMNS
+    assert [int(r["iteration"]) for r in rows] == [0, 1, 2, 3]
+    assert [int(r["frame"]) for r in rows] == [0, 600, 1200, 1800]
+    first = rows[0]  # iteration 0 evaluates only
+    assert first["train_num_episodes"] == "0" and float(first["train_exploration_epsilon"]) == 1.0
+    assert math.isnan(float(first["train_episode_return"]))
+    assert math.isnan(float(first["normalized_return"]))  # not an Atari game
+    assert all(float(r["train_loss"]) >= 0 for r in rows[1:])
+    assert all(int(r["train_num_updates"]) > 0 for r in rows[1:])
+    assert sorted(os.listdir(reference_run)) == ["checkpoints", "config.json", "results.csv"]
+
+
+def test_sigkill_at_any_moment_then_resume_gives_the_same_results(reference_run, tmp_path):
+    run_dir = tmp_path / "run"
+    rng = np.random.RandomState(0)
+    kills = 0
+    for attempt in range(40):
+        process = subprocess.Popen(qzoo(run_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            # Random moments (start-up, acting, learning, evaluating, checkpointing),
+            # later on average as attempts go on so that the run gets through.
+            process.wait(timeout=rng.uniform(0.5, 3.0 + 0.5 * attempt))
+        except subprocess.TimeoutExpired:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+            kills += 1
+            continue
+        assert process.returncode == 0
+        break
+    else:
+        pytest.fail("the run never finished")
+    assert kills >= 2
+    expected = comparable(read_rows(reference_run / "results.csv"))
+    assert comparable(read_rows(run_dir / "results.csv")) == expected
+
+
+def test_ctrl_c_then_resume_gives_the_same_results(reference_run, tmp_path):
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(qzoo(run_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    checkpoint = run_dir / "checkpoints" / "latest.pt"
+    deadline = time.time() + 120
+    while not checkpoint.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=60) == 130
+    assert "Traceback" not in process.stderr.read().decode()
+    assert 1 <= len(read_rows(run_dir / "results.csv")) < 4
+    subprocess.run(qzoo(run_dir), check=True, capture_output=True)
+    expected = comparable(read_rows(reference_run / "results.csv"))
+    assert comparable(read_rows(run_dir / "results.csv")) == expected
