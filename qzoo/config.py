@@ -1,11 +1,14 @@
 """Run configuration: one dataclass, the named agent presets, and per-domain defaults.
 
-A run's config is built in three layers, later ones winning:
+A run's config is built in layers, later ones winning:
   1. `Config()` defaults: DQN Zoo's flags shared by all agents (dqn_zoo.md §1a).
-  2. Domain defaults for non-Atari environments (`DOMAIN_DEFAULTS`): DQN Zoo's numbers
-     are for 200M Atari frames; on CartPole or MinAtar they would never start learning.
-     These are a deliberate qzoo addition, documented in the README.
-  3. The agent preset (`PRESETS`, one per paper) and then the user's overrides.
+  2. The agent preset (`PRESETS`, one per paper): DQN Zoo's per-agent values.
+  3. Domain defaults for non-Atari environments (`DOMAIN_DEFAULTS`): DQN Zoo's numbers
+     are for 200M Atari frames; on CartPole or MinAtar they would never start learning,
+     so the domain's scale (periods, replay, exploration) replaces the preset's Atari
+     scale, while the preset's algorithm (double Q, shared bias, ...) stays. This is a
+     deliberate qzoo addition, documented in the README.
+  4. The user's overrides.
 
 Presets are data: the difference between two agents is the difference of two dicts.
 Every schedule is in environment frames, as in DQN Zoo.
@@ -237,8 +240,8 @@ def make_config(agent, env, domain, overrides):
             f"unknown agent {agent!r}; expected one of {', '.join(PRESETS)}"
             + (f" (did you mean {hint[0]!r}?)" if hint else "")
         )
-    values = dict(DOMAIN_DEFAULTS.get(domain, {}))
-    values.update(PRESETS[agent]["overrides"])
+    values = dict(PRESETS[agent]["overrides"])
+    values.update(DOMAIN_DEFAULTS.get(domain, {}))
     values.update(overrides)
     config = Config(agent=agent, env=env, **values)
     validate(config)

@@ -70,3 +70,21 @@ def test_score_table_has_57_games_and_normalizes():
     cols = scores.normalized_columns("pong", 21.0)
     assert cols["normalized_return"] == pytest.approx((21 + 20.7) / 35.3)
     assert cols["capped_normalized_return"] == 1.0 and cols["human_gap"] == 0.0
+
+
+def test_presets_and_domain_layers():
+    from qzoo.config import make_config
+
+    atari = make_config("double_q", "pong", "atari", {})
+    # DQN Zoo's double_q defaults (dqn_zoo.md §1b).
+    assert (atari.double_q, atari.shared_bias) == (True, True)
+    assert atari.target_network_update_period == 120_000
+    assert atari.exploration_epsilon_end_value == 0.01 and atari.eval_exploration_epsilon == 0.01
+    assert atari.learning_rate == 2.5e-4 and atari.optimizer_epsilon == 0.01 / 32**2
+    assert atari.exploration_begin_frame == 200_000
+    assert atari.exploration_decay_frames == 4_000_000
+    dqn = make_config("dqn", "pong", "atari", {"learning_rate": 1e-4})
+    assert dqn.target_network_update_period == 40_000 and dqn.eval_exploration_epsilon == 0.05
+    assert dqn.exploration_epsilon_end_value == 0.1 and dqn.learning_rate == 1e-4
+    small = make_config("double_q", "CartPole-v1", "gym", {})
+    assert small.double_q and small.target_network_update_period == 500
