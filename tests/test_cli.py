@@ -83,3 +83,16 @@ def test_parse_options():
     assert parse_options(["--a-b", "1", "--double-q", "--no-tensorboard", "--x=-3"]) == {
         "a_b": "1", "double_q": "true", "tensorboard": "false", "x": "-3",
     }  # fmt: skip
+
+
+def test_tensorboard_scalars_are_written(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir = tmp_path / "run"
+    argv = ["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(run_dir)] + TINY[:-1]
+    assert main(argv) == 0
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    tags = events.Tags()["scalars"]
+    assert {"eval_episode_return", "train_loss", "train_mean_q", "train_frame_rate"} <= set(tags)
+    assert [e.step for e in events.Scalars("eval_episode_return")] == [0, 300]
