@@ -63,3 +63,92 @@ def double_q_learning(q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector):
     best = q_t_selector.argmax(dim=1)
     target = r_t + discount_t * _action_values(q_t_value, best)
     return target.detach() - _action_values(q_tm1, a_tm1)
+
+
+def categorical_l2_project(z_p, probs, z_q):
+    """Projects distributions (atoms `z_p` [B, K'], probabilities `probs` [B, K'])
+    onto the support `z_q` [K] under the Cramer (L2) distance (Bellemare et al. 2017,
+    arXiv:1707.06887; Rowland et al. 2018). Atoms outside the support are clipped to
+    its ends; equal neighbouring atoms in `z_q` do not divide by zero. Returns [B, K].
+    """
+    vmin, vmax = z_q[0], z_q[-1]
+    z_p = z_p.clamp(vmin, vmax).unsqueeze(1)  # [B, 1, K']
+    # Distances to the next and previous support atoms, inverted (0 where equal).
+    gap_up = torch.cat([z_q[1:] - z_q[:-1], z_q.new_zeros(1)])
+    gap_down = torch.cat([z_q.new_zeros(1), z_q[1:] - z_q[:-1]])
+    inv_up = torch.where(gap_up > 0, 1.0 / gap_up.clamp(min=1e-12), torch.zeros_like(gap_up))
+    inv_down = torch.where(gap_down > 0, 1.0 / gap_down.clamp(min=1e-12), torch.zeros_like(gap_down))
+    delta = z_p - z_q[None, :, None]  # [B, K, K']: z_p[j] - z_q[i]
+    above = (delta >= 0).to(probs.dtype)
+    scaled = above * delta * inv_up[None, :, None] - (1 - above) * delta * inv_down[None, :, None]
+    return ((1 - scaled).clamp(0, 1) * probs.unsqueeze(1)).sum(-1)
+
+
+def _cross_entropy(target, logits):
+    return -(target * torch.log_softmax(logits, dim=-1)).sum(-1)
+
+
+def _categorical_target(r_t, discount_t, q_atoms_t, probs_t, a_t, q_atoms_tm1):
+    target_z = r_t[:, None] + discount_t[:, None] * q_atoms_t[None, :]
+    p_target = probs_t[torch.arange(len(a_t)), a_t]
+    return categorical_l2_project(target_z, p_target, q_atoms_tm1).detach()
+
+
+def categorical_q_learning(
+    q_atoms_tm1, q_logits_tm1, a_tm1, r_t, discount_t, q_atoms_t, q_logits_t
+):
+    """C51's loss (Bellemare et al. 2017, arXiv:1707.06887): cross-entropy between the
+    projected target distribution and the online logits of the taken action.
+
+    The greedy action at s_t maximizes the mean of the target distribution itself.
+    Shapes: atoms [K], logits [B, A, K], a_tm1/r_t/discount_t [B]. Returns [B].
+    """
+    probs_t = torch.softmax(q_logits_t, dim=-1)
+    a_t = (probs_t * q_atoms_t).sum(-1).argmax(dim=1)
+    target = _categorical_target(r_t, discount_t, q_atoms_t, probs_t, a_t, q_atoms_tm1)
+    logits = q_logits_tm1[torch.arange(len(a_tm1)), a_tm1.long()]
+    return _cross_entropy(target, logits)
+
+
+def categorical_double_q_learning(
+    q_atoms_tm1, q_logits_tm1, a_tm1, r_t, discount_t, q_atoms_t, q_logits_t, q_t_selector
+):
+    """Rainbow's loss (Hessel et al. 2018, arXiv:1710.02298): as C51, but the greedy
+    action at s_t maximizes `q_t_selector` [B, A] (the online network). Returns [B]."""
+    probs_t = torch.softmax(q_logits_t, dim=-1)
+    a_t = q_t_selector.argmax(dim=1)
+    target = _categorical_target(r_t, discount_t, q_atoms_t, probs_t, a_t, q_atoms_tm1)
+    logits = q_logits_tm1[torch.arange(len(a_tm1)), a_tm1.long()]
+    return _cross_entropy(target, logits)
+
+
+def quantile_regression_loss(dist_src, tau_src, dist_target, huber_param=0.0):
+    """Quantile (Huber) regression loss (Dabney et al. 2018, arXiv:1710.10044).
+
+    sum_i mean_j |tau_i - 1{delta_ij < 0}| * L(delta_ij), delta_ij = target_j - src_i,
+    L = Huber(kappa) if huber_param > 0 else |.|, no division by kappa (rlax). The
+    indicator and the target carry no gradient. Shapes: dist_src and tau_src [B, N],
+    dist_target [B, N']. Returns [B].
+    """
+    delta = dist_target.detach()[:, None, :] - dist_src[:, :, None]
+    weight = (tau_src[:, :, None] - (delta < 0).to(delta.dtype)).abs().detach()
+    loss = huber_loss(delta, huber_param) if huber_param > 0 else delta.abs()
+    return (weight * loss).mean(-1).sum(-1)
+
+
+def quantile_q_learning(
+    dist_q_tm1, tau_q_tm1, a_tm1, r_t, discount_t, dist_q_t_selector, dist_q_t,
+    huber_param=0.0,
+):  # fmt: skip
+    """QR-DQN's and IQN's loss (Dabney et al. 2018, arXiv:1710.10044 and 1806.06923).
+
+    The greedy action at s_t maximizes the mean over quantiles of
+    `dist_q_t_selector`. Shapes: dist_q_tm1 [B, N, A], tau_q_tm1 [B, N],
+    dist_q_t_selector and dist_q_t [B, N', A]. Returns [B].
+    """
+    batch = torch.arange(len(a_tm1))
+    dist_qa_tm1 = dist_q_tm1[batch, :, a_tm1.long()]
+    a_t = dist_q_t_selector.mean(dim=1).argmax(dim=1)
+    dist_qa_t = dist_q_t[batch, :, a_t]
+    dist_target = r_t[:, None] + discount_t[:, None] * dist_qa_t
+    return quantile_regression_loss(dist_qa_tm1, tau_q_tm1, dist_target, huber_param)
