@@ -1,8 +1,10 @@
-"""Acting and learning for DQN (Mnih et al. 2015) and Double DQN (van Hasselt et al.
-2016): online and target networks, the optimizer, and one SGD step.
+"""Acting and learning for every preset: online and target networks, the optimizer,
+and one SGD step (DQN Zoo's `<agent>/agent.py`, one class for all seven).
 
-The difference between the two agents is one flag, `double_q`, which picks the
-loss in `learn` (plus preset values in config.py).
+The algorithmic differences between agents are the few lines of `_td_losses`, which
+pick the loss from losses.py by the return distribution and `double_q`; the rest
+(weights, clipping, priorities) is shared. Each network application gets its own
+noise sample (noisy nets) and its own taus (IQN), as in DQN Zoo.
 """
 
 import copy
@@ -28,45 +30,104 @@ class Agent:
     def _tensor(self, array):
         return torch.as_tensor(array, device=self.device)
 
+    def _taus(self, batch, n):
+        """IQN's tau ~ U[0, 1), fresh for every network application."""
+        return torch.rand(batch, n, device=self.device)
+
+    def _apply(self, network, obs, n_taus):
+        taus = self._taus(len(obs), n_taus) if self.config.distribution == "implicit_quantile" else None
+        return network(obs, taus), taus
+
     @torch.no_grad()
     def q_values(self, observation):
         """Online Q-values [N, A] (numpy float32) for a batch of observations."""
-        return self.online(self._tensor(observation)).float().cpu().numpy()
+        obs = self._tensor(observation)
+        out, _ = self._apply(self.online, obs, self.config.tau_samples_policy)
+        return out.q_values.float().cpu().numpy()
+
+    def _td_losses(self, s_tm1, a_tm1, r_t, discount_t, s_t):
+        """Per-example losses [B] and the online Q(s_tm1, a_tm1) [B]."""
+        config = self.config
+        online_tm1, tau_tm1 = self._apply(self.online, s_tm1, config.tau_samples_s_tm1)
+        with torch.no_grad():
+            target_t, _ = self._apply(self.target, s_t, config.tau_samples_s_t)
+            # Double Q selects at s_t with the online network; QR-DQN and IQN select
+            # with the target network (IQN with its own taus), C51 inside its loss.
+            selector = None
+            if config.double_q:
+                selector, _ = self._apply(self.online, s_t, config.tau_samples_policy)
+            elif config.distribution == "implicit_quantile":
+                selector, _ = self._apply(self.target, s_t, config.tau_samples_policy)
+        q_taken = online_tm1.q_values.gather(1, a_tm1[:, None]).squeeze(1)
+        kind = config.distribution
+        if kind == "none":
+            if config.double_q:
+                td = losses.double_q_learning(
+                    online_tm1.q_values, a_tm1, r_t, discount_t, target_t.q_values,
+                    selector.q_values,
+                )  # fmt: skip
+            else:
+                td = losses.q_learning(online_tm1.q_values, a_tm1, r_t, discount_t, target_t.q_values)
+            return td, q_taken
+        if kind == "categorical":
+            atoms = self.online.support
+            if config.double_q:
+                loss = losses.categorical_double_q_learning(
+                    atoms, online_tm1.q_logits, a_tm1, r_t, discount_t, atoms,
+                    target_t.q_logits, selector.q_values,
+                )  # fmt: skip
+            else:
+                loss = losses.categorical_q_learning(
+                    atoms, online_tm1.q_logits, a_tm1, r_t, discount_t, atoms, target_t.q_logits
+                )
+            return loss, q_taken
+        if kind == "quantile":
+            n = config.num_quantiles
+            tau_tm1 = ((torch.arange(n, device=self.device) + 0.5) / n).expand(len(a_tm1), n)
+        selector_dist = selector.q_dist if selector is not None else target_t.q_dist
+        loss = losses.quantile_q_learning(
+            online_tm1.q_dist, tau_tm1, a_tm1, r_t, discount_t, selector_dist, target_t.q_dist,
+            config.huber_param,
+        )  # fmt: skip
+        return loss, q_taken
 
     def learn(self, batch):
-        """One SGD step on a batch from replay (DQN Zoo's `_learn`)."""
+        """One SGD step on a batch from replay (DQN Zoo's `_learn`).
+
+        Returns new priorities [B] (numpy) for prioritized replay: |TD error| for
+        Q-learning losses, the loss clipped to [0, 100] for distributional ones.
+        """
+        config = self.config
         s_tm1, s_t = self._tensor(batch["s_tm1"]), self._tensor(batch["s_t"])
         a_tm1 = self._tensor(batch["a_tm1"])
         r_t, discount_t = self._tensor(batch["r_t"]), self._tensor(batch["discount_t"])
-        with torch.no_grad():
-            q_t_value = self.target(s_t)
-        if self.config.double_q:
-            # One forward pass for s_tm1 and s_t; the s_t half carries no gradient.
-            q = self.online(torch.cat([s_tm1, s_t]))
-            q_tm1, q_t_selector = q[: len(s_tm1)], q[len(s_tm1) :].detach()
-            td_error = losses.double_q_learning(
-                q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector
-            )
+        values, q_taken = self._td_losses(s_tm1, a_tm1, r_t, discount_t, s_t)
+        if config.distribution == "none":
+            priorities = values.detach().abs()
+            if config.grad_error_bound > 0:
+                # Identity forward; the gradient into the TD error is clipped. With
+                # weights, the effective gradient is clip(w * delta) / B: not Huber x w.
+                td = losses.clip_gradient(values, -config.grad_error_bound, config.grad_error_bound)
+                per_example = losses.l2_loss(td)
+            else:
+                per_example = losses.huber_loss(values)
         else:
-            q_tm1 = self.online(s_tm1)
-            td_error = losses.q_learning(q_tm1, a_tm1, r_t, discount_t, q_t_value)
-        bound = self.config.grad_error_bound
-        if bound > 0:
-            td_error = losses.clip_gradient(td_error, -bound, bound)
-            loss = losses.l2_loss(td_error).mean()
-        else:
-            loss = losses.huber_loss(td_error).mean()
+            per_example = values
+            priorities = values.detach().abs().clamp(0, 100)
+        if "weights" in batch:
+            per_example = per_example * self._tensor(batch["weights"])
+        loss = per_example.mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        if self.config.max_global_grad_norm > 0:
-            clip_by_global_norm_(list(self.online.parameters()), self.config.max_global_grad_norm)
+        if config.max_global_grad_norm > 0:
+            clip_by_global_norm_(list(self.online.parameters()), config.max_global_grad_norm)
         self.optimizer.step()
-        # Kept on the device: reading them every step would stall a GPU.
+        # Statistics stay on the device: reading them every step would stall a GPU.
         with torch.no_grad():
-            self._stats += torch.stack(
-                [loss.detach(), q_tm1.detach().gather(1, a_tm1.long()[:, None]).mean(), loss.new_ones(())]
-            )
-        return td_error.detach()
+            self._stats += torch.stack([loss.detach(), q_taken.detach().mean(), loss.new_ones(())])
+        if "weights" in batch:
+            return priorities.cpu().numpy()
+        return None
 
     def update_target(self):
         self.target.load_state_dict(self.online.state_dict())

@@ -54,10 +54,31 @@ class Config:
     rmsprop_decay: float = 0.95
     grad_error_bound: float = 1.0 / 32  # TD-error gradient clip; 0 disables
     max_global_grad_norm: float = 0.0  # 0 disables
-    double_q: bool = False
+    double_q: bool = False  # greedy action at s_t from the online network
     shared_bias: bool = False  # one scalar bias for all actions in the last layer
+    dueling: bool = False  # value and advantage streams (Wang et al. 2016)
+    noisy: bool = False  # factorised noisy linear layers (Fortunato et al. 2018)
+    noisy_weight_init: float = 0.1  # sigma starts at this / sqrt(fan_in)
     torso: str = "auto"  # auto | nature_cnn | minatar_cnn | mlp
     mlp_hidden: int = 64
+    # Return distribution: none | categorical (C51) | quantile (QR-DQN) |
+    # implicit_quantile (IQN).
+    distribution: str = "none"
+    num_atoms: int = 51
+    vmax: float = 10.0  # categorical support: linspace(-vmax, vmax, num_atoms)
+    num_quantiles: int = 201
+    huber_param: float = 1.0  # quantile regression's Huber kappa (0: absolute error)
+    tau_latent_dim: int = 64
+    tau_samples_policy: int = 64  # IQN: taus per action selection (K)
+    tau_samples_s_tm1: int = 64  # IQN: taus for the online distribution (N)
+    tau_samples_s_t: int = 64  # IQN: taus for the target distribution (N')
+    # Prioritized replay (Schaul et al. 2016), with DQN Zoo's semantics.
+    prioritized: bool = False
+    priority_exponent: float = 0.6
+    importance_sampling_exponent_begin_value: float = 0.4
+    importance_sampling_exponent_end_value: float = 1.0
+    uniform_sample_probability: float = 1e-3
+    normalize_weights: bool = True
     # Exploration (epsilon-greedy). Begins after min replay, decays over
     # fraction x iterations x train_frames frames.
     exploration_epsilon_begin_value: float = 1.0
@@ -80,6 +101,11 @@ class Config:
     @property
     def exploration_begin_frame(self):
         return self.min_replay_size * self.action_repeats
+
+    @property
+    def importance_sampling_end_t(self):
+        """In replay additions: iterations x train_frames / action_repeats (50M)."""
+        return self.iterations * self.train_frames // self.action_repeats
 
     @property
     def exploration_decay_frames(self):
@@ -105,6 +131,92 @@ PRESETS = {
             "target_network_update_period": 120_000,
             "exploration_epsilon_end_value": 0.01,
             "eval_exploration_epsilon": 0.01,
+        },
+    },
+    "prioritized": {
+        "paper": "Schaul, Quan, Antonoglou & Silver 2016, Prioritized Experience Replay, "
+        "ICLR, arXiv:1511.05952 (proportional variant, on tuned Double DQN)",
+        "overrides": {
+            "double_q": True,
+            "shared_bias": True,
+            "prioritized": True,
+            "priority_exponent": 0.6,
+            # lr / sqrt(eps) kept equal to Double DQN's (DQN Zoo's docstring).
+            "learning_rate": 2.5e-4 / 4,
+            "optimizer_epsilon": 0.01 / 32**2 / 16,
+            "target_network_update_period": 120_000,
+            "exploration_epsilon_end_value": 0.01,
+            "eval_exploration_epsilon": 0.01,
+        },
+    },
+    "c51": {
+        "paper": "Bellemare, Dabney & Munos 2017, A Distributional Perspective on "
+        "Reinforcement Learning, ICML, arXiv:1707.06887",
+        "overrides": {
+            "distribution": "categorical",
+            "optimizer": "adam",
+            "learning_rate": 2.5e-4,
+            "optimizer_epsilon": 0.01 / 32,
+            "grad_error_bound": 0.0,
+            "max_global_grad_norm": 10.0,
+            "exploration_epsilon_end_value": 0.01,
+            "eval_exploration_epsilon": 0.001,
+        },
+    },
+    "qrdqn": {
+        "paper": "Dabney, Rowland, Bellemare & Munos 2018, Distributional Reinforcement "
+        "Learning with Quantile Regression, AAAI, arXiv:1710.10044",
+        "overrides": {
+            "distribution": "quantile",
+            "num_quantiles": 201,
+            "huber_param": 1.0,
+            "optimizer": "adam",
+            "learning_rate": 5e-5,
+            "optimizer_epsilon": 0.01 / 32,
+            "grad_error_bound": 0.0,
+            "max_global_grad_norm": 10.0,
+            "exploration_epsilon_end_value": 0.01,
+            "eval_exploration_epsilon": 0.001,
+        },
+    },
+    "rainbow": {
+        "paper": "Hessel et al. 2018, Rainbow: Combining Improvements in Deep "
+        "Reinforcement Learning, AAAI, arXiv:1710.02298",
+        "overrides": {
+            "distribution": "categorical",
+            "double_q": True,
+            "dueling": True,
+            "noisy": True,
+            "n_steps": 3,
+            "prioritized": True,
+            "priority_exponent": 0.5,
+            "optimizer": "adam",
+            "learning_rate": 2.5e-4 / 4,
+            "optimizer_epsilon": 0.005 / 32,
+            "grad_error_bound": 0.0,
+            "max_global_grad_norm": 10.0,
+            "min_replay_capacity_fraction": 0.02,
+            "target_network_update_period": 32_000,
+            # No epsilon-greedy: noisy nets explore; evaluation is greedy.
+            "exploration_epsilon_begin_value": 0.0,
+            "exploration_epsilon_end_value": 0.0,
+            "eval_exploration_epsilon": 0.0,
+        },
+    },
+    "iqn": {
+        "paper": "Dabney, Ostrovski, Silver & Munos 2018, Implicit Quantile Networks for "
+        "Distributional Reinforcement Learning, ICML, arXiv:1806.06923",
+        "overrides": {
+            "distribution": "implicit_quantile",
+            "huber_param": 1.0,
+            "optimizer": "adam",
+            "learning_rate": 5e-5,
+            "optimizer_epsilon": 0.01 / 32,
+            "grad_error_bound": 0.0,
+            "max_global_grad_norm": 0.0,
+            "min_replay_capacity_fraction": 0.02,
+            "exploration_epsilon_end_value": 0.01,
+            "eval_exploration_epsilon": 0.001,
         },
     },
 }
@@ -145,8 +257,8 @@ DOMAIN_DEFAULTS = {
         "optimizer_epsilon": 0.01 / 32,
         "grad_error_bound": 0.0,
         "max_global_grad_norm": 10.0,
-        "exploration_epsilon_end_value": 0.02,
         "exploration_epsilon_decay_frame_fraction": 0.1,
+        "vmax": 100.0,  # CartPole's discounted returns reach 1 / (1 - 0.99)
         "eval_exploration_epsilon": 0.0,
         "torso": "mlp",
     },
@@ -157,12 +269,14 @@ CHOICES = {
     "protocol": ("dqn_zoo", "machado"),
     "optimizer": ("rmsprop_centered", "adam"),
     "torso": ("auto", "nature_cnn", "minatar_cnn", "mlp"),
+    "distribution": ("none", "categorical", "quantile", "implicit_quantile"),
     "device": ("auto", "cpu", "cuda"),
 }
 POSITIVE_INTS = (
     "iterations", "train_frames", "eval_frames", "num_envs", "action_repeats",
     "frame_stack", "replay_capacity", "batch_size", "n_steps", "learn_period",
-    "target_network_update_period", "mlp_hidden",
+    "target_network_update_period", "mlp_hidden", "num_atoms", "num_quantiles",
+    "tau_latent_dim", "tau_samples_policy", "tau_samples_s_tm1", "tau_samples_s_t",
 )  # fmt: skip
 
 
@@ -214,6 +328,18 @@ def validate(config):
         "max_frames_per_episode": config.max_frames_per_episode >= 0,
         "grad_error_bound": config.grad_error_bound >= 0,
         "max_global_grad_norm": config.max_global_grad_norm >= 0,
+        "vmax": config.vmax > 0,
+        "num_atoms": config.num_atoms >= 2,
+        "huber_param": config.huber_param >= 0,
+        "priority_exponent": config.priority_exponent >= 0,
+        "importance_sampling_exponent_begin_value": (
+            0 <= config.importance_sampling_exponent_begin_value <= 1
+        ),
+        "importance_sampling_exponent_end_value": (
+            0 <= config.importance_sampling_exponent_end_value <= 1
+        ),
+        "uniform_sample_probability": 0 <= config.uniform_sample_probability <= 1,
+        "noisy_weight_init": config.noisy_weight_init > 0,
     }
     for name, ok in checks.items():
         if not ok:

@@ -61,6 +61,8 @@ def console_line(row):
             "train_exploration_epsilon", "train_loss", "train_mean_q", "train_frame_rate")  # fmt: skip
     parts = []
     for key in keys:
+        if key not in row:
+            continue
         value = row[key]
         parts.append(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}")
     return " ".join(parts)

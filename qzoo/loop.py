@@ -24,6 +24,7 @@ from qzoo.agent import Agent
 from qzoo.envs.scores import normalized_columns
 from qzoo.explore import LinearSchedule, epsilon_greedy
 from qzoo.replay.frames import FrameReplay, FrameStacker, observation_shape
+from qzoo.replay.priority import PrioritizedFrameReplay
 
 
 class EpisodeStats:
@@ -77,10 +78,12 @@ class Trainer:
         self.eval_random = np.random.RandomState(self.random_state.randint(2**31))
         self.obs_shape = observation_shape(self.info.frame_shape, config.frame_stack)
         self.agent = Agent(config, self.info, self.obs_shape, resolve_device(config.device))
-        self.replay = FrameReplay(
-            config.replay_capacity, config.num_envs, self.info.frame_shape,
-            self.info.frame_dtype, self.info.num_actions, config.frame_stack,
-            config.n_steps, config.discount, self.random_state,
+        self.replay = make_replay(config, self.info, self.random_state)
+        # Prioritized replay's beta, annealed over replay additions (DQN Zoo).
+        self.importance_sampling_exponent = LinearSchedule(
+            config.min_replay_size, config.importance_sampling_end_t - config.min_replay_size,
+            config.importance_sampling_exponent_begin_value,
+            config.importance_sampling_exponent_end_value,
         )  # fmt: skip
         self.epsilon = LinearSchedule(
             config.exploration_begin_frame, config.exploration_decay_frames,
@@ -140,7 +143,14 @@ class Trainer:
         if self.replay.size < config.min_replay_size or not self.replay.can_sample():
             return
         for _ in range(new_frame // config.learn_period - old_frame // config.learn_period):
-            self.agent.learn(self.replay.sample(config.batch_size))
+            if config.prioritized:
+                self.replay.importance_sampling_exponent = self.importance_sampling_exponent(
+                    self.replay.num_adds * self.replay.num_envs
+                )
+            batch = self.replay.sample(config.batch_size)
+            priorities = self.agent.learn(batch)
+            if priorities is not None:
+                self.replay.update_priorities(batch["indices"], priorities)
         period = config.target_network_update_period
         if new_frame // period > old_frame // period:
             self.agent.update_target()
@@ -171,6 +181,7 @@ class Trainer:
             "train_frame_rate": train["frame_rate"],
             "train_exploration_epsilon": epsilon,
             "train_state_value": train["state_value"],
+            **self._prioritized_columns(),
             **normalized_columns(self.info.game, evaluation["episode_return"]),
             "train_loss": stats["loss"],
             "train_mean_q": stats["mean_q"],
@@ -178,8 +189,20 @@ class Trainer:
             "train_steps_per_second": train["steps_per_second"],
             "wall_time": self.wall_time,
         }
+        if not uses_epsilon(config):
+            del row["train_exploration_epsilon"]  # as DQN Zoo's Rainbow results.csv
         self.iteration += 1
         return row
+
+    def _prioritized_columns(self):
+        if not self.config.prioritized:
+            return {}
+        return {
+            "importance_sampling_exponent": self.importance_sampling_exponent(
+                self.replay.num_adds * self.replay.num_envs
+            ),
+            "max_seen_priority": self.replay.max_seen_priority,
+        }
 
     # ---- checkpointing --------------------------------------------------------
     def state_dict(self):
@@ -205,6 +228,30 @@ class Trainer:
         self.act_random.set_state(state["act_random"])
         self.eval_random.set_state(state["eval_random"])
         torch.set_rng_state(state["torch_random"])
+
+
+def uses_epsilon(config):
+    """False for noisy-net agents without epsilon-greedy (Rainbow)."""
+    return not (
+        config.noisy
+        and config.exploration_epsilon_begin_value == 0
+        and config.exploration_epsilon_end_value == 0
+    )
+
+
+def make_replay(config, info, random_state):
+    args = (
+        config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
+        info.num_actions, config.frame_stack, config.n_steps, config.discount, random_state,
+    )  # fmt: skip
+    if not config.prioritized:
+        return FrameReplay(*args)
+    return PrioritizedFrameReplay(
+        *args,
+        priority_exponent=config.priority_exponent,
+        uniform_sample_probability=config.uniform_sample_probability,
+        normalize_weights=config.normalize_weights,
+    )
 
 
 # Wall-clock columns: they differ between two otherwise identical runs.

@@ -1,4 +1,6 @@
-"""Torsos and heads (dqn_zoo.md §3), with DQN Zoo's legacy initialization.
+"""Torsos and whole networks (dqn_zoo.md §3), with DQN Zoo's legacy initialization.
+
+Heads (plain, shared-bias, dueling, noisy, IQN's tau embedding) are in heads.py.
 
 Inputs are channel-first; uint8 inputs are divided by 255 inside the network.
 """
@@ -7,6 +9,8 @@ import math
 
 import torch
 from torch import nn
+
+from qzoo.heads import CosineEmbedding, Head, NetworkOutputs
 
 
 def legacy_init_(module):
@@ -69,42 +73,44 @@ class MlpTorso(nn.Module):
         return self.net(x)
 
 
-class SharedBiasLinear(nn.Module):
-    """Linear layer whose outputs share one scalar bias (DQN Zoo's
-    `linear_with_shared_bias`, used by tuned Double DQN, van Hasselt et al. 2016)."""
+class Network(nn.Module):
+    """Torso + head, with the outputs each family of losses needs (dqn_zoo.md §3).
 
-    def __init__(self, in_features, out_features):
+    kind "q": q_values [B, A]. "categorical" (C51, Rainbow): q_logits [B, A, atoms].
+    "quantile" (QR-DQN): q_dist [B, quantiles, A]. "implicit_quantile" (IQN): q_dist
+    [B, N, A] at the given taus [B, N]. Distributional q_values are means and carry
+    no gradient, as in DQN Zoo.
+    """
+
+    def __init__(self, torso, head, kind="q", support=None, tau_embedding=None):
         super().__init__()
-        self.weight = nn.Parameter(torch.empty(out_features, in_features))
-        self.bias = nn.Parameter(torch.empty(1))
-        bound = 1.0 / math.sqrt(in_features)
-        nn.init.uniform_(self.weight, -bound, bound)
-        nn.init.uniform_(self.bias, -bound, bound)
+        self.torso, self.head, self.kind = torso, head, kind
+        self.tau_embedding = tau_embedding
+        if support is not None:
+            self.register_buffer("support", support)
+        self.apply(legacy_init_)  # NoisyLinear keeps its own sigma initialization
 
-    def forward(self, x):
-        return x @ self.weight.t() + self.bias
-
-
-class QNetwork(nn.Module):
-    """Torso -> Linear 512 (or the MLP width) -> ReLU -> Linear(num_actions) = q_values."""
-
-    def __init__(self, torso, num_actions, hidden=512, shared_bias=False):
-        super().__init__()
-        self.torso = torso
-        last = SharedBiasLinear if shared_bias else nn.Linear
-        self.head = nn.Sequential(
-            nn.Linear(torso.out_features, hidden), nn.ReLU(), last(hidden, num_actions)
-        )
-        self.apply(legacy_init_)
-
-    def forward(self, obs):
+    def forward(self, obs, taus=None):
         if obs.dtype == torch.uint8:
             obs = obs.float().div_(255.0)
-        return self.head(self.torso(obs.float()))
+        features = self.torso(obs.float())
+        if self.kind == "implicit_quantile":
+            batch, n = taus.shape
+            embedded = features[:, None, :] * self.tau_embedding(taus)  # [B, N, F]
+            q_dist = self.head(embedded.reshape(batch * n, -1)).reshape(batch, n, -1)
+            return NetworkOutputs(q_dist.mean(1).detach(), None, q_dist)
+        out = self.head(features)  # [B, A, K]
+        if self.kind == "categorical":
+            probs = torch.softmax(out, dim=-1)
+            return NetworkOutputs((probs * self.support).sum(-1).detach(), out, None)
+        if self.kind == "quantile":
+            q_dist = out.transpose(1, 2)
+            return NetworkOutputs(q_dist.mean(1).detach(), None, q_dist)
+        return NetworkOutputs(out.squeeze(-1), None, None)
 
 
 def make_network(config, info, observation_shape):
-    """The Q network for `config` on an environment described by `info`."""
+    """The network for `config` on an environment described by `info`."""
     torso = config.torso
     if torso == "auto":
         torso = {"atari": "nature_cnn", "minatar": "minatar_cnn"}.get(info.domain, "mlp")
@@ -115,4 +121,17 @@ def make_network(config, info, observation_shape):
     else:
         body = MlpTorso(int(math.prod(observation_shape)), config.mlp_hidden)
         hidden = config.mlp_hidden
-    return QNetwork(body, info.num_actions, hidden, config.shared_bias)
+    kind = config.distribution
+    width = {"categorical": config.num_atoms, "quantile": config.num_quantiles}.get(kind, 1)
+    head = Head(
+        body.out_features, hidden, info.num_actions, width, dueling=config.dueling,
+        noisy_weight_init=config.noisy_weight_init if config.noisy else 0.0,
+        shared_bias=config.shared_bias,
+    )  # fmt: skip
+    support = None
+    if kind == "categorical":
+        support = torch.linspace(-config.vmax, config.vmax, config.num_atoms)
+    embedding = None
+    if kind == "implicit_quantile":
+        embedding = CosineEmbedding(config.tau_latent_dim, body.out_features)
+    return Network(body, head, kind, support, embedding)

@@ -6,22 +6,31 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo.envs import scores
+from qzoo.config import make_config
+from qzoo.envs import EnvInfo, scores
 from qzoo.explore import LinearSchedule, epsilon_greedy
-from qzoo.networks import NatureTorso, QNetwork, SharedBiasLinear
+from qzoo.heads import Head, NoisyLinear, SharedBiasLinear
+from qzoo.networks import NatureTorso, make_network
 
 
 def test_nature_network_sizes_match_dqn_zoo():
     torso = NatureTorso(4)
     assert sum(p.numel() for p in torso.parameters()) == 77_984
-    net = QNetwork(NatureTorso(4), 6)
+    net = atari_network("dqn")
     assert sum(p.numel() for p in net.parameters()) == 1_687_206
-    q = net(torch.zeros(2, 4, 84, 84, dtype=torch.uint8))
+    q = net(torch.zeros(2, 4, 84, 84, dtype=torch.uint8)).q_values
     assert q.shape == (2, 6)
 
 
+PONG = EnvInfo("pong", "atari", 6, (84, 84), np.uint8, "pong")
+
+
+def atari_network(agent, **overrides):
+    return make_network(make_config(agent, "pong", "atari", overrides), PONG, (4, 84, 84))
+
+
 def test_legacy_initialization_bounds():
-    net = QNetwork(NatureTorso(4), 6)
+    net = atari_network("dqn")
     for module in net.modules():
         if isinstance(module, (torch.nn.Linear, torch.nn.Conv2d)):
             bound = 1 / math.sqrt(module.weight[0].numel())
@@ -88,3 +97,67 @@ def test_presets_and_domain_layers():
     assert dqn.exploration_epsilon_end_value == 0.1 and dqn.learning_rate == 1e-4
     small = make_config("double_q", "CartPole-v1", "gym", {})
     assert small.double_q and small.target_network_update_period == 500
+
+
+def test_distributional_network_shapes():
+    obs = torch.zeros(3, 4, 84, 84, dtype=torch.uint8)
+    c51 = atari_network("c51")(obs)
+    assert c51.q_logits.shape == (3, 6, 51) and c51.q_values.shape == (3, 6)
+    assert not c51.q_values.requires_grad  # q_values carry no gradient (DQN Zoo)
+    qr = atari_network("qrdqn")(obs)
+    assert qr.q_dist.shape == (3, 201, 6)  # quantiles before actions, as DQN Zoo
+    torch.testing.assert_close(qr.q_values, qr.q_dist.mean(1))
+    iqn = atari_network("iqn", tau_latent_dim=5)
+    out = iqn(obs, torch.rand(3, 7))
+    assert out.q_dist.shape == (3, 7, 6) and out.q_values.shape == (3, 6)
+
+
+def test_categorical_q_values_are_means_over_the_support():
+    net = atari_network("c51")
+    out = net(torch.zeros(1, 4, 84, 84, dtype=torch.uint8))
+    probs = torch.softmax(out.q_logits, -1)
+    support = torch.linspace(-10, 10, 51)
+    torch.testing.assert_close(out.q_values, (probs * support).sum(-1))
+
+
+def test_dueling_head_subtracts_the_mean_advantage():
+    head = Head(8, 16, num_actions=4, width=1, dueling=True)
+    x = torch.randn(5, 8)
+    q = head(x)[..., 0]
+    value = head.value(x)
+    torch.testing.assert_close(q.mean(1, keepdim=True), value)
+
+
+def test_noisy_linear_parameters_and_fresh_noise():
+    layer = NoisyLinear(9, 4, weight_init=0.1, bias=False)
+    assert layer.bias_mu is None and layer.bias_sigma.shape == (4,)  # sigma always has a bias
+    assert torch.all(layer.weight_sigma == 0.1 / 3) and torch.all(layer.bias_sigma == 0.1 / 3)
+    x = torch.ones(2, 9)
+    a, b = layer(x), layer(x)
+    assert not torch.equal(a, b)  # a new noise sample on every forward pass
+    torch.testing.assert_close(a[0], a[1])  # shared across the batch
+    torch.manual_seed(0)
+    c = layer(x)
+    torch.manual_seed(0)
+    torch.testing.assert_close(c, layer(x))
+
+
+def test_rainbow_network_is_noisy_dueling_categorical():
+    net = atari_network("rainbow")
+    noisy = [m for m in net.modules() if isinstance(m, NoisyLinear)]
+    assert len(noisy) == 4
+    # The streams' last layers have no mu bias (DQN Zoo).
+    assert [m.bias_mu is None for m in noisy] == [False, True, False, True]
+    out = net(torch.zeros(2, 4, 84, 84, dtype=torch.uint8))
+    assert out.q_logits.shape == (2, 6, 51)
+
+
+def test_noise_is_a_truncated_normal_then_signed_square_root():
+    from qzoo.heads import _scaled_noise
+
+    torch.manual_seed(0)
+    f = _scaled_noise(200_000, "cpu")
+    x = f.sign() * f.square()  # undo sign(x) sqrt(|x|)
+    assert x.abs().max() <= 2.0 + 1e-5
+    # Standard normal truncated to [-2, 2]: mean 0, variance 0.7737.
+    assert abs(x.mean().item()) < 0.01 and x.var().item() == pytest.approx(0.7737, abs=0.01)

@@ -1,0 +1,125 @@
+"""Network heads: plain and shared-bias linear, dueling streams, factorised noisy
+layers, and IQN's cosine tau embedding (dqn_zoo.md §3).
+
+Every head maps features [B, F] to [B, A, K]: K = 1 for Q-values, K = atoms for
+C51 logits, K = quantiles for QR-DQN.
+"""
+
+import collections
+import math
+
+import torch
+from torch import nn
+
+NetworkOutputs = collections.namedtuple("NetworkOutputs", "q_values q_logits q_dist")
+
+
+class SharedBiasLinear(nn.Module):
+    """Linear layer whose outputs share one scalar bias (DQN Zoo's
+    `linear_with_shared_bias`, used by tuned Double DQN, van Hasselt et al. 2016)."""
+
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(out_features, in_features))
+        self.bias = nn.Parameter(torch.empty(1))
+        bound = 1.0 / math.sqrt(in_features)
+        nn.init.uniform_(self.weight, -bound, bound)
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x):
+        return x @ self.weight.t() + self.bias
+
+
+_PHI_MINUS_2 = 0.5 * (1 + math.erf(-2 / math.sqrt(2)))  # standard normal CDF at -2
+
+
+def _scaled_noise(size, device):
+    """Truncated normal on [-2, 2], then f(x) = sign(x) sqrt(|x|) (DQN Zoo).
+
+    Sampled by inverting the normal CDF on [Phi(-2), Phi(2)]: one pass, no rejection.
+    """
+    u = torch.rand(size, device=device) * (1 - 2 * _PHI_MINUS_2) + _PHI_MINUS_2
+    x = math.sqrt(2) * torch.erfinv(2 * u - 1)
+    return x.sign() * x.abs().sqrt()
+
+
+class NoisyLinear(nn.Module):
+    """Factorised Gaussian noisy linear layer (Fortunato et al. 2018, arXiv:1706.10295).
+
+    y = mu(x) + sigma(x * f(eps_in)) * f(eps_out), with eps drawn afresh on every
+    forward pass and shared across the batch. mu has the legacy initialization (its
+    bias is optional); sigma always has a bias, and its weights and bias start at the
+    constant weight_init / sqrt(fan_in), as in DQN Zoo.
+    """
+
+    def __init__(self, in_features, out_features, weight_init=0.1, bias=True):
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight_mu = nn.Parameter(torch.empty(out_features, in_features).uniform_(-bound, bound))
+        self.bias_mu = (
+            nn.Parameter(torch.empty(out_features).uniform_(-bound, bound)) if bias else None
+        )
+        sigma = weight_init / math.sqrt(in_features)
+        self.weight_sigma = nn.Parameter(torch.full((out_features, in_features), sigma))
+        self.bias_sigma = nn.Parameter(torch.full((out_features,), sigma))
+
+    def forward(self, x):
+        fan_out, fan_in = self.weight_mu.shape
+        eps_in, eps_out = _scaled_noise(fan_in + fan_out, x.device).split([fan_in, fan_out])
+        mu = nn.functional.linear(x, self.weight_mu, self.bias_mu)
+        sigma = nn.functional.linear(x * eps_in, self.weight_sigma, self.bias_sigma)
+        return mu + sigma * eps_out
+
+
+class Head(nn.Module):
+    """Linear(hidden) -> ReLU -> Linear(A x K), or dueling streams (Wang et al. 2016,
+    arXiv:1511.06581): Q = V + A - mean_a A, per atom or quantile. With
+    `noisy_weight_init` > 0 every layer is a NoisyLinear; as in DQN Zoo's Rainbow the
+    dueling streams' last noisy layers then have no mu bias."""
+
+    def __init__(self, in_features, hidden, num_actions, width=1, dueling=False,
+                 noisy_weight_init=0.0, shared_bias=False):  # fmt: skip
+        super().__init__()
+        self.num_actions, self.width, self.dueling = num_actions, width, dueling
+
+        def linear(i, o, bias=True):
+            if noisy_weight_init > 0:
+                return NoisyLinear(i, o, noisy_weight_init, bias)
+            return nn.Linear(i, o, bias=bias)
+
+        last_bias = noisy_weight_init == 0
+        if dueling:
+            self.advantage = nn.Sequential(
+                linear(in_features, hidden), nn.ReLU(),
+                linear(hidden, num_actions * width, last_bias),
+            )  # fmt: skip
+            self.value = nn.Sequential(
+                linear(in_features, hidden), nn.ReLU(), linear(hidden, width, last_bias)
+            )
+        else:
+            if shared_bias and noisy_weight_init == 0:
+                last = SharedBiasLinear(hidden, num_actions * width)
+            else:
+                last = linear(hidden, num_actions * width)
+            self.net = nn.Sequential(linear(in_features, hidden), nn.ReLU(), last)
+
+    def forward(self, x):
+        if not self.dueling:
+            return self.net(x).view(-1, self.num_actions, self.width)
+        advantage = self.advantage(x).view(-1, self.num_actions, self.width)
+        value = self.value(x).view(-1, 1, self.width)
+        return value + advantage - advantage.mean(dim=1, keepdim=True)
+
+
+class CosineEmbedding(nn.Module):
+    """IQN's tau embedding (Dabney et al. 2018, arXiv:1806.06923): ReLU(Linear(
+    cos(pi i tau) for i = 1..latent_dim)). DQN Zoo drops the paper's constant i = 0
+    term; so does qzoo."""
+
+    def __init__(self, latent_dim, out_features):
+        super().__init__()
+        self.register_buffer("frequencies", math.pi * torch.arange(1, latent_dim + 1).float())
+        self.linear = nn.Linear(latent_dim, out_features)
+
+    def forward(self, taus):
+        return torch.relu(self.linear(torch.cos(taus[..., None] * self.frequencies)))
