@@ -29,15 +29,21 @@ def _peak_rss_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def bench_replay(capacity=100_000, num_envs=1, batch_size=32, seconds=3.0, n_steps=1):
-    """Adds per second, batches sampled per second and bytes per Atari transition."""
+def bench_replay(capacity=100_000, num_envs=1, batch_size=32, seconds=3.0, n_steps=1,
+                 prioritized=False):  # fmt: skip
+    """Adds per second, batches sampled per second and bytes per Atari transition;
+    with `prioritized`, also priority updates of a batch per second."""
     from qzoo.replay.frames import FrameReplay
+    from qzoo.replay.priority import PrioritizedFrameReplay
 
     config = {"capacity": capacity, "num_envs": num_envs, "batch_size": batch_size,
-              "n_steps": n_steps, **_machine()}  # fmt: skip
+              "n_steps": n_steps, "prioritized": prioritized, **_machine()}  # fmt: skip
     rss_before = _peak_rss_bytes()
-    replay = FrameReplay(capacity, num_envs, (84, 84), np.uint8, 18, 4, n_steps, 0.99,
-                         np.random.RandomState(0))  # fmt: skip
+    args = (capacity, num_envs, (84, 84), np.uint8, 18, 4, n_steps, 0.99, np.random.RandomState(0))
+    if prioritized:
+        replay = PrioritizedFrameReplay(*args, priority_exponent=0.6, uniform_sample_probability=1e-3)
+    else:
+        replay = FrameReplay(*args)
     rng = np.random.RandomState(1)
     pool = rng.randint(0, 256, size=(64, num_envs, 84, 84), dtype=np.uint8)
     actions = np.zeros(num_envs, np.int64)
@@ -52,6 +58,8 @@ def bench_replay(capacity=100_000, num_envs=1, batch_size=32, seconds=3.0, n_ste
         replay.add(pool[t % 64], actions, rewards, no | first[t], no | last[t], no | last[t])
     add_seconds = time.perf_counter() - start
     stored = sum(a.nbytes for a in (replay.frames, replay.actions, replay.rewards, replay.flags))
+    if prioritized:
+        stored += replay.tree.nodes.nbytes
     emit("replay_bytes_per_transition", stored / (rows * num_envs), "bytes", **config)
     emit("replay_adds_per_second", rows * num_envs / add_seconds, "transitions/s", **config)
     batches, start = 0, time.perf_counter()
@@ -59,6 +67,14 @@ def bench_replay(capacity=100_000, num_envs=1, batch_size=32, seconds=3.0, n_ste
         replay.sample(batch_size)
         batches += 1
     emit("replay_batches_per_second", batches / (time.perf_counter() - start), "batches/s", **config)
+    if prioritized:
+        updates, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            batch = replay.sample(batch_size)
+            replay.update_priorities(batch["indices"], rng.random_sample(batch_size) * 2)
+            updates += 1
+        rate = updates / (time.perf_counter() - start)
+        emit("replay_sample_and_update_per_second", rate, "batches/s", **config)
     emit("replay_peak_rss_growth", _peak_rss_bytes() - rss_before, "bytes", **config)
 
 
@@ -94,6 +110,12 @@ def bench_train(agent="dqn", env="pong", frames=20_000, warmup_transitions=5_000
         emit("train_peak_gpu_memory", torch.cuda.max_memory_allocated(device), "bytes", **described)
 
 
+def _boolean(text):
+    if text.lower() not in ("true", "false", "1", "0"):
+        raise ValueError(text)
+    return text.lower() in ("true", "1")
+
+
 def main(argv):
     from qzoo.cli import parse_options
 
@@ -102,7 +124,7 @@ def main(argv):
     options = parse_options(argv[1:])
     if argv[0] == "replay":
         kinds = {"capacity": int, "num_envs": int, "batch_size": int, "seconds": float,
-                 "n_steps": int}  # fmt: skip
+                 "n_steps": int, "prioritized": _boolean}  # fmt: skip
         parsed = {}
         for key, value in options.items():
             if key not in kinds:
@@ -112,7 +134,7 @@ def main(argv):
                 parsed[key] = kinds[key](value)
             except ValueError:
                 raise UserError(f"bench replay: --{key.replace('_', '-')}: bad value {value!r}") from None
-            if parsed[key] <= 0:
+            if parsed[key] is not True and parsed[key] <= 0 and kinds[key] is not _boolean:
                 raise UserError(f"bench replay: --{key.replace('_', '-')}: bad value {value!r}; "
                                 "expected a positive number")
         bench_replay(**parsed)

@@ -16,6 +16,7 @@ Every vector environment here has the same contract, which the replay relies on:
 import collections
 
 import gymnasium
+import numpy as np
 
 from qzoo.envs.scores import ATARI_GAMES
 from qzoo.errors import UserError, closest
@@ -26,6 +27,15 @@ EnvStep = collections.namedtuple(
 EnvInfo = collections.namedtuple(
     "EnvInfo", "name domain num_actions frame_shape frame_dtype game"
 )
+
+
+
+def first_step(frame):
+    """The EnvStep of a reset: every environment starts an episode."""
+    n = len(frame)
+    no = np.zeros(n, bool)
+    return EnvStep(frame, np.zeros(n, np.float32), np.ones(n, bool), no, no, no, 0)
+
 
 MINATAR_GAMES = ("asterix", "breakout", "freeway", "seaquest", "space_invaders")
 

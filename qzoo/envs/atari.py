@@ -21,7 +21,7 @@ import os
 import numpy as np
 from ale_py.vector_env import AtariVectorEnv
 
-from qzoo.envs import EnvInfo, EnvStep
+from qzoo.envs import EnvInfo, EnvStep, first_step
 
 
 class AtariVector:
@@ -67,16 +67,7 @@ class AtariVector:
         obs, info = self._env.reset(seed=int(seed))
         self._lives = info["lives"].copy()
         self._was_last[:] = False
-        n = self.num_envs
-        return EnvStep(
-            frame=obs[:, -1],
-            reward=np.zeros(n, np.float32),
-            first=np.ones(n, bool),
-            last=np.zeros(n, bool),
-            terminated=np.zeros(n, bool),
-            life_loss=np.zeros(n, bool),
-            real_steps=0,
-        )
+        return first_step(obs[:, -1])
 
     def step(self, actions):
         obs, reward, terminated, truncated, info = self._env.step(

@@ -7,7 +7,7 @@ contract as ale-py's vector environment (see qzoo/envs/__init__.py).
 import numpy as np
 from gymnasium import spaces
 
-from qzoo.envs import EnvInfo, EnvStep
+from qzoo.envs import EnvInfo, EnvStep, first_step
 from qzoo.errors import UserError
 
 
@@ -78,16 +78,7 @@ class GymVector:
             env.action_space.seed(int(seed) + i)
         self._steps[:] = 0
         self._was_last[:] = False
-        n = self.num_envs
-        return EnvStep(
-            frame=np.stack(frames).astype(self._dtype),
-            reward=np.zeros(n, np.float32),
-            first=np.ones(n, bool),
-            last=np.zeros(n, bool),
-            terminated=np.zeros(n, bool),
-            life_loss=np.zeros(n, bool),
-            real_steps=0,
-        )
+        return first_step(np.stack(frames).astype(self._dtype))
 
     def step(self, actions):
         n = self.num_envs

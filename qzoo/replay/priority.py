@@ -44,10 +44,10 @@ class SumTree:
             raise ValueError("sum tree values must be finite and non-negative")
         nodes = self.capacity + np.asarray(indices, np.int64)
         self.nodes[nodes] = values
-        nodes = np.unique(nodes // 2)
+        # Repeated parents recompute the same sum, so no np.unique is needed.
         for _ in range(self._depth):
+            nodes //= 2
             self.nodes[nodes] = self.nodes[2 * nodes] + self.nodes[2 * nodes + 1]
-            nodes = np.unique(nodes // 2)
 
     def query(self, targets):
         """For each target in [0, total), the smallest leaf whose cumulative sum
