@@ -102,12 +102,15 @@ def bench_train(agent="dqn", env="pong", frames=20_000, warmup_transitions=5_000
                  "batch_size": config.batch_size, **_machine()}  # fmt: skip
     if device.type == "cuda":
         described["gpu"] = torch.cuda.get_device_name(device)
+    results = {"steps_per_second": stats["steps_per_second"], "frames_per_second": stats["frame_rate"],
+               "updates_per_second": updates / stats["duration"]}  # fmt: skip
     emit("train_agent_steps_per_second", stats["steps_per_second"], "steps/s", **described)
     emit("train_frames_per_second", stats["frame_rate"], "frames/s", **described)
     emit("train_updates_per_second", updates / stats["duration"], "updates/s", **described)
     emit("train_peak_rss", _peak_rss_bytes(), "bytes", **described)
     if device.type == "cuda":
         emit("train_peak_gpu_memory", torch.cuda.max_memory_allocated(device), "bytes", **described)
+    return results
 
 
 def _boolean(text):

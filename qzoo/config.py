@@ -236,6 +236,9 @@ DOMAIN_DEFAULTS = {
         "min_replay_capacity_fraction": 0.05,
         "learn_period": 1,
         "target_network_update_period": 1_000,
+        # Uniform random acting while the replay fills, for every agent (Rainbow
+        # included: noisy nets alone can lock small tasks into one action).
+        "exploration_epsilon_begin_value": 1.0,
         "optimizer_epsilon": 1e-4,  # ~= PyTorch eps 0.01 outside the square root
         "torso": "minatar_cnn",
     },
@@ -250,8 +253,9 @@ DOMAIN_DEFAULTS = {
         "replay_capacity": 50_000,
         "min_replay_capacity_fraction": 0.02,
         "batch_size": 64,
-        "learn_period": 1,
+        "learn_period": 4,
         "target_network_update_period": 500,
+        "exploration_epsilon_begin_value": 1.0,  # as for MinAtar
         "optimizer": "adam",
         "learning_rate": 1e-3,
         "optimizer_epsilon": 0.01 / 32,

@@ -104,3 +104,16 @@ def test_quantile_q_learning_selects_by_the_mean_of_the_selector():
     )  # fmt: skip
     # Target = dist_q_t[:, a=1] = [1, 1]; sources are [1, 1]: zero error.
     assert loss.item() == pytest.approx(0.0)
+
+
+def test_evenly_spaced_projection_equals_the_general_kernel():
+    torch.manual_seed(0)
+    support = torch.linspace(-10, 10, 51)
+    z_p = torch.randn(64, 51) * 8  # many atoms outside [-10, 10] too
+    z_p[0] = 3.2  # discount 0: all atoms on one value
+    z_p[1] = support  # atoms exactly on the support
+    probs = torch.softmax(torch.randn(64, 51), -1)
+    fast = losses.categorical_l2_project(z_p, probs, support)
+    general = losses._project_general(z_p, probs, support)
+    torch.testing.assert_close(fast, general, atol=1e-6, rtol=0)
+    torch.testing.assert_close(fast.sum(1), torch.ones(64))

@@ -1,19 +1,32 @@
-"""Learning tests: fail when learning is broken. ~1 minute each on a 2-core CPU."""
+"""Learning tests, one per preset: each fails when that agent does not learn.
+
+CartPole-v1 with qzoo's small-environment defaults, 2 iterations of 10,000 frames.
+A random policy averages about 22 and the untrained greedy network about 9; broken
+learning stays there, while every agent here passes 100 (see BENCHMARKS.md for
+seeds and curves). QR-DQN and IQN
+use fewer quantiles / tau samples here than their Atari defaults (201 and 64), as
+DQN Zoo's own smoke tests do, so that each test takes about a minute on 2 cores.
+"""
 
 import pytest
 
 from qzoo.cli import build_config
 from qzoo.loop import Trainer, run
 
+SMALLER = {
+    "qrdqn": {"num_quantiles": "32"},
+    "iqn": {"tau_samples_policy": "16", "tau_samples_s_tm1": "16", "tau_samples_s_t": "16"},
+}
+
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", ["dqn", "double_q"])
+@pytest.mark.parametrize(
+    "agent", ["dqn", "double_q", "prioritized", "c51", "qrdqn", "iqn", "rainbow"]
+)
 def test_learns_cartpole(agent):
-    # 3 iterations of 10,000 frames with qzoo's small-environment defaults.
-    config = build_config(agent, {"env": "CartPole-v1", "iterations": "3", "seed": "1"})
-    rows = list(run(Trainer(config)))
+    options = {"env": "CartPole-v1", "iterations": "2", "eval_frames": "2000", "seed": "1",
+               **SMALLER.get(agent, {})}  # fmt: skip
+    rows = list(run(Trainer(build_config(agent, options))))
     returns = [row["eval_episode_return"] for row in rows]
-    assert returns[0] < 40  # the untrained (greedy) network
-    # A random policy averages about 22; broken learning stays there.
-    assert max(returns[2:]) > 100, returns
-    assert rows[-1]["train_episode_return"] > rows[1]["train_episode_return"], returns
+    assert returns[0] < 40, returns  # the untrained network
+    assert max(returns[1:]) > 100, returns
