@@ -35,7 +35,11 @@ class Agent:
         return torch.rand(batch, n, device=self.device)
 
     def _apply(self, network, obs, n_taus):
-        taus = self._taus(len(obs), n_taus) if self.config.distribution == "implicit_quantile" else None
+        taus = (
+            self._taus(len(obs), n_taus)
+            if self.config.distribution == "implicit_quantile"
+            else None
+        )
         return network(obs, taus), taus
 
     @torch.no_grad()
@@ -67,7 +71,9 @@ class Agent:
                     selector.q_values,
                 )  # fmt: skip
             else:
-                td = losses.q_learning(online_tm1.q_values, a_tm1, r_t, discount_t, target_t.q_values)
+                td = losses.q_learning(
+                    online_tm1.q_values, a_tm1, r_t, discount_t, target_t.q_values
+                )
             return td, q_taken
         if kind == "categorical":
             atoms = self.online.support

@@ -1,8 +1,8 @@
 """`qzoo bench`: speed and memory figures as JSON lines (never timed assertions).
 
-  qzoo bench replay [--capacity N] [--num-envs B] [--batch-size 32] [--seconds S]
-  qzoo bench train [--agent dqn] [--env pong] [--frames N] [--num-envs B] [--device D]
-                   [--warmup-transitions 5000] [any train option]
+qzoo bench replay [--capacity N] [--num-envs B] [--batch-size 32] [--seconds S]
+qzoo bench train [--agent dqn] [--env pong] [--frames N] [--num-envs B] [--device D]
+                 [--warmup-transitions 5000] [any train option]
 """
 
 import json
@@ -41,7 +41,9 @@ def bench_replay(capacity=100_000, num_envs=1, batch_size=32, seconds=3.0, n_ste
     rss_before = _peak_rss_bytes()
     args = (capacity, num_envs, (84, 84), np.uint8, 18, 4, n_steps, 0.99, np.random.RandomState(0))
     if prioritized:
-        replay = PrioritizedFrameReplay(*args, priority_exponent=0.6, uniform_sample_probability=1e-3)
+        replay = PrioritizedFrameReplay(
+            *args, priority_exponent=0.6, uniform_sample_probability=1e-3
+        )
     else:
         replay = FrameReplay(*args)
     rng = np.random.RandomState(1)
@@ -66,7 +68,9 @@ def bench_replay(capacity=100_000, num_envs=1, batch_size=32, seconds=3.0, n_ste
     while time.perf_counter() - start < seconds:
         replay.sample(batch_size)
         batches += 1
-    emit("replay_batches_per_second", batches / (time.perf_counter() - start), "batches/s", **config)
+    emit(
+        "replay_batches_per_second", batches / (time.perf_counter() - start), "batches/s", **config
+    )
     if prioritized:
         updates, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
@@ -131,15 +135,21 @@ def main(argv):
         parsed = {}
         for key, value in options.items():
             if key not in kinds:
-                raise UserError(f"bench replay: unknown option --{key.replace('_', '-')}; "
-                                f"expected {', '.join('--' + k.replace('_', '-') for k in kinds)}")
+                raise UserError(
+                    f"bench replay: unknown option --{key.replace('_', '-')}; "
+                    f"expected {', '.join('--' + k.replace('_', '-') for k in kinds)}"
+                )
             try:
                 parsed[key] = kinds[key](value)
             except ValueError:
-                raise UserError(f"bench replay: --{key.replace('_', '-')}: bad value {value!r}") from None
+                raise UserError(
+                    f"bench replay: --{key.replace('_', '-')}: bad value {value!r}"
+                ) from None
             if parsed[key] is not True and parsed[key] <= 0 and kinds[key] is not _boolean:
-                raise UserError(f"bench replay: --{key.replace('_', '-')}: bad value {value!r}; "
-                                "expected a positive number")
+                raise UserError(
+                    f"bench replay: --{key.replace('_', '-')}: bad value {value!r}; "
+                    "expected a positive number"
+                )
         bench_replay(**parsed)
     else:
         agent = options.pop("agent", "dqn")
@@ -148,8 +158,10 @@ def main(argv):
                 try:
                     options[key] = int(options[key])
                 except ValueError:
-                    raise UserError(f"bench train: --{key.replace('_', '-')}: bad value "
-                                    f"{options[key]!r}; expected an integer") from None
+                    raise UserError(
+                        f"bench train: --{key.replace('_', '-')}: bad value "
+                        f"{options[key]!r}; expected an integer"
+                    ) from None
         options.setdefault("progress", "false")
         options.setdefault("tensorboard", "false")
         bench_train(agent, **options)

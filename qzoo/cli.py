@@ -87,7 +87,9 @@ def train(agent, options):
         return
     csv_log = logs.CsvLog(os.path.join(run_dir, "results.csv"), state["csv_offset"] if state else 0)
     tb_log = (
-        logs.TensorBoardLog(os.path.join(run_dir, "tensorboard"), trainer.iteration * config.train_frames)
+        logs.TensorBoardLog(
+            os.path.join(run_dir, "tensorboard"), trainer.iteration * config.train_frames
+        )
         if config.tensorboard
         else None
     )
@@ -162,4 +164,3 @@ def entry():
 
 if __name__ == "__main__":
     entry()
-

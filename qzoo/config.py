@@ -110,9 +110,7 @@ class Config:
     @property
     def exploration_decay_frames(self):
         return int(
-            self.exploration_epsilon_decay_frame_fraction
-            * self.iterations
-            * self.train_frames
+            self.exploration_epsilon_decay_frame_fraction * self.iterations * self.train_frames
         )
 
 
@@ -348,8 +346,7 @@ def validate(config):
     for name, ok in checks.items():
         if not ok:
             raise UserError(
-                f"--{name.replace('_', '-')}: bad value {getattr(config, name)}; "
-                "out of range"
+                f"--{name.replace('_', '-')}: bad value {getattr(config, name)}; out of range"
             )
     if config.min_replay_size < config.batch_size:
         raise UserError(

@@ -55,7 +55,9 @@ class NoisyLinear(nn.Module):
     def __init__(self, in_features, out_features, weight_init=0.1, bias=True):
         super().__init__()
         bound = 1.0 / math.sqrt(in_features)
-        self.weight_mu = nn.Parameter(torch.empty(out_features, in_features).uniform_(-bound, bound))
+        self.weight_mu = nn.Parameter(
+            torch.empty(out_features, in_features).uniform_(-bound, bound)
+        )
         self.bias_mu = (
             nn.Parameter(torch.empty(out_features).uniform_(-bound, bound)) if bias else None
         )

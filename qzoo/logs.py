@@ -88,7 +88,9 @@ class Progress:
             if episodes.completed and time.perf_counter() - last[0] > 1.0:
                 last[0] = time.perf_counter()
                 recent = episodes.completed[-10:]
-                bar.set_postfix(episodes=len(episodes.completed), ret=f"{sum(recent) / len(recent):.1f}")
+                bar.set_postfix(
+                    episodes=len(episodes.completed), ret=f"{sum(recent) / len(recent):.1f}"
+                )
             if bar.n >= total:
                 bar.close()
 

@@ -112,7 +112,9 @@ class Trainer:
                     state_value.step(float(q.max(axis=1).mean()), config.action_repeats)
                     reward = np.clip(step.reward, -config.max_abs_reward, config.max_abs_reward)
                     zero_discount = step.terminated | step.life_loss
-                    self.replay.add(step.frame, actions, reward, step.first, step.last, zero_discount)
+                    self.replay.add(
+                        step.frame, actions, reward, step.first, step.last, zero_discount
+                    )
                 step = env.step(actions)
                 obs = stacker.push(step.frame, step.first)
                 episodes.step(step)

@@ -89,7 +89,9 @@ def _project_general(z_p, probs, z_q):
     gap_up = torch.cat([gaps, z_q.new_zeros(1)])
     gap_down = torch.cat([z_q.new_zeros(1), gaps])
     inv_up = torch.where(gap_up > 0, 1.0 / gap_up.clamp(min=1e-12), torch.zeros_like(gap_up))
-    inv_down = torch.where(gap_down > 0, 1.0 / gap_down.clamp(min=1e-12), torch.zeros_like(gap_down))
+    inv_down = torch.where(
+        gap_down > 0, 1.0 / gap_down.clamp(min=1e-12), torch.zeros_like(gap_down)
+    )
     delta = z_p - z_q[None, :, None]  # [B, K, K']: z_p[j] - z_q[i]
     above = (delta >= 0).to(probs.dtype)
     scaled = above * delta * inv_up[None, :, None] - (1 - above) * delta * inv_down[None, :, None]

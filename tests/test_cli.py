@@ -64,7 +64,9 @@ def test_resume_with_different_settings_is_refused(tmp_path, capsys):
     run_dir = str(tmp_path / "run")
     assert main(["train", "dqn", "--env", "CartPole-v1", "--run-dir", run_dir] + TINY) == 0
     capsys.readouterr()
-    code = main(["train", "dqn", "--env", "CartPole-v1", "--run-dir", run_dir, "--seed", "7"] + TINY)
+    code = main(
+        ["train", "dqn", "--env", "CartPole-v1", "--run-dir", run_dir, "--seed", "7"] + TINY
+    )
     assert code == 2 and "--seed 7 differs from 1" in capsys.readouterr().err
 
 

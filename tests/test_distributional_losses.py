@@ -82,7 +82,11 @@ def test_categorical_gradient_flows_only_into_online_logits():
 
 
 def test_quantile_regression_loss_worked_by_hand():
-    src, tau, target = torch.tensor([[0.0, 1.0]]), torch.tensor([[0.25, 0.75]]), torch.tensor([[0.5]])
+    src, tau, target = (
+        torch.tensor([[0.0, 1.0]]),
+        torch.tensor([[0.25, 0.75]]),
+        torch.tensor([[0.5]]),
+    )
     # delta = [0.5, -0.5]; weights |0.25 - 0| = 0.25 and |0.75 - 1| = 0.25.
     assert losses.quantile_regression_loss(src, tau, target).item() == pytest.approx(0.25)
     # Huber(1) of 0.5 is 0.125: 2 * 0.25 * 0.125.

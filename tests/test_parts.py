@@ -63,7 +63,9 @@ def test_epsilon_greedy_breaks_ties_uniformly_and_explores():
     counts = np.bincount(greedy, minlength=3) / len(greedy)
     assert counts[2] == 0 and counts[0] == pytest.approx(0.5, abs=0.02)
     explored = epsilon_greedy(q, 1.0, rng)
-    assert np.bincount(explored, minlength=3) / len(explored) == pytest.approx([1 / 3] * 3, abs=0.02)
+    assert np.bincount(explored, minlength=3) / len(explored) == pytest.approx(
+        [1 / 3] * 3, abs=0.02
+    )
     # Per-environment epsilon: only the second row explores.
     mixed = epsilon_greedy(np.array([[0.0, 1.0]] * 2000), np.array([0.0, 1.0] * 1000), rng)
     assert (mixed[::2] == 1).all() and 0.4 < (mixed[1::2] == 0).mean() < 0.6

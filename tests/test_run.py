@@ -64,7 +64,9 @@ def test_sigkill_at_any_moment_then_resume_gives_the_same_results(reference_run,
     rng = np.random.RandomState(0)
     kills = 0
     for attempt in range(40):
-        process = subprocess.Popen(qzoo(run_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            qzoo(run_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         try:
             # Random moments (start-up, acting, learning, evaluating, checkpointing),
             # later on average as attempts go on so that the run gets through.

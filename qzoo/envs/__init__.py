@@ -24,10 +24,7 @@ from qzoo.errors import UserError, closest
 EnvStep = collections.namedtuple(
     "EnvStep", "frame reward first last terminated life_loss real_steps"
 )
-EnvInfo = collections.namedtuple(
-    "EnvInfo", "name domain num_actions frame_shape frame_dtype game"
-)
-
+EnvInfo = collections.namedtuple("EnvInfo", "name domain num_actions frame_shape frame_dtype game")
 
 
 def first_step(frame):
