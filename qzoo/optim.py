@@ -51,7 +51,10 @@ def clip_by_global_norm_(parameters, max_norm):
 def make_optimizer(config, params):
     if config.optimizer == "adam":
         # Optax's adam equals torch's Adam: eps outside the root, bias correction.
-        return torch.optim.Adam(params, lr=config.learning_rate, eps=config.optimizer_epsilon)
+        # foreach: one kernel per operation over all tensors (CPU defaults to a loop).
+        return torch.optim.Adam(
+            params, lr=config.learning_rate, eps=config.optimizer_epsilon, foreach=True
+        )
     return CenteredRMSProp(
         params, lr=config.learning_rate, decay=config.rmsprop_decay,
         eps=config.optimizer_epsilon,
