@@ -26,6 +26,20 @@ def test_sum_tree_never_returns_a_zero_leaf_and_rejects_bad_values():
     assert tree.total() == 5.0
 
 
+def test_sum_tree_single_and_batched_writes_give_the_same_sums():
+    """One-leaf writes take a scalar path; every internal node must still be the sum
+    of its children, as if the final leaves were written in one batch."""
+    rng = np.random.RandomState(0)
+    tree, reference = SumTree(100), SumTree(100)
+    for _ in range(300):
+        k = rng.randint(1, 4)
+        tree.set(rng.randint(0, 100, k), rng.rand(k))
+    leaves = tree.nodes[tree.capacity :].copy()
+    reference.set(np.arange(tree.capacity), leaves)
+    np.testing.assert_allclose(tree.nodes[1:], reference.nodes[1:], rtol=1e-12)
+    assert tree.total() == pytest.approx(leaves.sum())
+
+
 def make(capacity=20, alpha=0.6, uniform=0.0, seed=0):
     return PrioritizedFrameReplay(
         capacity, 1, (2, 2), np.uint8, 4, 1, 1, 0.9, np.random.RandomState(seed),
