@@ -96,6 +96,24 @@ def test_quantile_regression_loss_worked_by_hand():
     assert losses.quantile_regression_loss(src, tau, two, 1.0).item() == pytest.approx(0.0625)
 
 
+def test_quantile_regression_gradient_worked_by_hand():
+    """d/d src_i = -mean_j w_ij * dL/d delta_ij; the target gets no gradient."""
+    src = torch.tensor([[0.0, 1.0]], requires_grad=True)
+    target = torch.tensor([[3.0, 0.5]], requires_grad=True)
+    tau = torch.tensor([[0.25, 0.75]])
+    losses.quantile_regression_loss(src, tau, target, 1.0).sum().backward()
+    # src 0: deltas 3 (Huber slope 1, w 0.25), 0.5 (slope 0.5, w 0.25):
+    #   -(0.25 * 1 + 0.25 * 0.5) / 2 = -0.1875.
+    # src 1: deltas 2 (slope 1, w 0.75), -0.5 (slope -0.5, w |0.75 - 1| = 0.25):
+    #   -(0.75 * 1 - 0.25 * 0.5) / 2 = -0.3125.
+    assert src.grad[0].tolist() == pytest.approx([-0.1875, -0.3125])
+    assert target.grad is None
+    src.grad = None
+    losses.quantile_regression_loss(src, tau, target).sum().backward()  # |delta|
+    # src 0: -(0.25 + 0.25) / 2; src 1: -(0.75 - 0.25) / 2.
+    assert src.grad[0].tolist() == pytest.approx([-0.25, -0.25])
+
+
 def test_quantile_q_learning_selects_by_the_mean_of_the_selector():
     # Two quantiles, two actions. Selector means: action 0 -> 1, action 1 -> 3.
     selector = torch.tensor([[[0.0, 2.0], [2.0, 4.0]]])  # [B, N', A]
