@@ -2,7 +2,8 @@
 
 Heads (plain, shared-bias, dueling, noisy, IQN's tau embedding) are in heads.py.
 
-Inputs are channel-first; uint8 inputs are divided by 255 inside the network.
+Inputs are channel-first. Atari pixels (0..255) are divided by 255 inside the
+network; MinAtar's 0/1 channels and vector observations are used as they are.
 """
 
 import math
@@ -82,18 +83,20 @@ class Network(nn.Module):
     no gradient, as in DQN Zoo.
     """
 
-    def __init__(self, torso, head, kind="q", support=None, tau_embedding=None):
+    def __init__(self, torso, head, kind="q", support=None, tau_embedding=None, input_scale=1.0):
         super().__init__()
         self.torso, self.head, self.kind = torso, head, kind
+        self.input_scale = input_scale
         self.tau_embedding = tau_embedding
         if support is not None:
             self.register_buffer("support", support)
         self.apply(legacy_init_)  # NoisyLinear keeps its own sigma initialization
 
     def forward(self, obs, taus=None):
-        if obs.dtype == torch.uint8:
-            obs = obs.float().div_(255.0)
-        features = self.torso(obs.float())
+        x = obs.float()
+        if self.input_scale != 1.0:
+            x = x * self.input_scale
+        features = self.torso(x)
         if self.kind == "implicit_quantile":
             batch, n = taus.shape
             embedded = features[:, None, :] * self.tau_embedding(taus)  # [B, N, F]
@@ -134,4 +137,7 @@ def make_network(config, info, observation_shape):
     embedding = None
     if kind == "implicit_quantile":
         embedding = CosineEmbedding(config.tau_latent_dim, body.out_features)
-    return Network(body, head, kind, support, embedding)
+    # Only pixels are rescaled: MinAtar's channels are already 0/1, and dividing
+    # them by 255 would starve its small network of signal.
+    input_scale = 1.0 / 255.0 if info.domain == "atari" else 1.0
+    return Network(body, head, kind, support, embedding, input_scale)

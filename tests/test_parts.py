@@ -29,6 +29,23 @@ def atari_network(agent, **overrides):
     return make_network(make_config(agent, "pong", "atari", overrides), PONG, (4, 84, 84))
 
 
+def torso_input_max(net, obs):
+    seen = []
+    net.torso.register_forward_pre_hook(lambda module, args: seen.append(args[0].max().item()))
+    net(obs)
+    return seen[0]
+
+
+def test_only_atari_pixels_are_divided_by_255():
+    atari = torch.full((1, 4, 84, 84), 255, dtype=torch.uint8)
+    assert torso_input_max(atari_network("dqn"), atari) == pytest.approx(1.0)
+    # MinAtar's channels are 0/1 uint8: the network must see them as 0/1.
+    breakout = EnvInfo("minatar/breakout", "minatar", 6, (4, 10, 10), np.uint8, None)
+    config = make_config("dqn", "minatar/breakout", "minatar", {})
+    net = make_network(config, breakout, (4, 10, 10))
+    assert torso_input_max(net, torch.ones(1, 4, 10, 10, dtype=torch.uint8)) == 1.0
+
+
 def test_legacy_initialization_bounds():
     net = atari_network("dqn")
     for module in net.modules():
