@@ -89,9 +89,12 @@ def test_ctrl_c_then_resume_gives_the_same_results(reference_run, tmp_path):
     run_dir = tmp_path / "run"
     process = subprocess.Popen(qzoo(run_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     checkpoint = run_dir / "checkpoints" / "latest.pt"
-    deadline = time.time() + 120
-    while not checkpoint.exists() and time.time() < deadline:
+    # A generous deadline: on a loaded machine start-up alone can take minutes, and
+    # signalling after the run has ended would test nothing.
+    deadline = time.time() + 600
+    while not checkpoint.exists() and time.time() < deadline and process.poll() is None:
         time.sleep(0.05)
+    assert checkpoint.exists() and process.poll() is None, "the run ended before Ctrl-C"
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=60) == 130
     assert "Traceback" not in process.stderr.read().decode()
