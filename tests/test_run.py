@@ -87,7 +87,15 @@ def test_sigkill_at_any_moment_then_resume_gives_the_same_results(reference_run,
 
 def test_ctrl_c_then_resume_gives_the_same_results(reference_run, tmp_path):
     run_dir = tmp_path / "run"
-    process = subprocess.Popen(qzoo(run_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # A shell's background jobs (CI runners, `cmd &`) inherit SIGINT as ignored, and
+    # an ignored signal stays ignored across exec, so Python would never raise
+    # KeyboardInterrupt. A handled one is reset to its default action, as a terminal's
+    # Ctrl-C finds it: so the child starts while this process handles SIGINT.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = subprocess.Popen(qzoo(run_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     checkpoint = run_dir / "checkpoints" / "latest.pt"
     # A generous deadline: on a loaded machine start-up alone can take minutes, and
     # signalling after the run has ended would test nothing.
