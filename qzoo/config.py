@@ -321,32 +321,43 @@ def validate(config):
                 f"--{name.replace('_', '-')}: bad value {getattr(config, name)}; "
                 "expected a positive integer"
             )
+    unit = "a number in [0, 1]"
+    # name -> (whether the value is acceptable, what is accepted)
     checks = {
-        "discount": 0 <= config.discount <= 1,
-        "learning_rate": config.learning_rate > 0 and math.isfinite(config.learning_rate),
-        "min_replay_capacity_fraction": 0 < config.min_replay_capacity_fraction <= 1,
-        "exploration_epsilon_end_value": 0 <= config.exploration_epsilon_end_value <= 1,
-        "eval_exploration_epsilon": 0 <= config.eval_exploration_epsilon <= 1,
-        "max_frames_per_episode": config.max_frames_per_episode >= 0,
-        "grad_error_bound": config.grad_error_bound >= 0,
-        "max_global_grad_norm": config.max_global_grad_norm >= 0,
-        "vmax": config.vmax > 0,
-        "num_atoms": config.num_atoms >= 2,
-        "huber_param": config.huber_param >= 0,
-        "priority_exponent": config.priority_exponent >= 0,
+        "discount": (0 <= config.discount <= 1, unit),
+        "learning_rate": (
+            config.learning_rate > 0 and math.isfinite(config.learning_rate),
+            "a finite number > 0",
+        ),
+        "min_replay_capacity_fraction": (
+            0 < config.min_replay_capacity_fraction <= 1,
+            "a number in (0, 1]",
+        ),
+        "exploration_epsilon_end_value": (0 <= config.exploration_epsilon_end_value <= 1, unit),
+        "eval_exploration_epsilon": (0 <= config.eval_exploration_epsilon <= 1, unit),
+        "max_frames_per_episode": (config.max_frames_per_episode >= 0, "an integer >= 0"),
+        "grad_error_bound": (config.grad_error_bound >= 0, "a number >= 0 (0: off)"),
+        "max_global_grad_norm": (config.max_global_grad_norm >= 0, "a number >= 0 (0: off)"),
+        "vmax": (config.vmax > 0, "a number > 0"),
+        "num_atoms": (config.num_atoms >= 2, "an integer >= 2"),
+        "huber_param": (config.huber_param >= 0, "a number >= 0"),
+        "priority_exponent": (config.priority_exponent >= 0, "a number >= 0"),
         "importance_sampling_exponent_begin_value": (
-            0 <= config.importance_sampling_exponent_begin_value <= 1
+            0 <= config.importance_sampling_exponent_begin_value <= 1,
+            unit,
         ),
         "importance_sampling_exponent_end_value": (
-            0 <= config.importance_sampling_exponent_end_value <= 1
+            0 <= config.importance_sampling_exponent_end_value <= 1,
+            unit,
         ),
-        "uniform_sample_probability": 0 <= config.uniform_sample_probability <= 1,
-        "noisy_weight_init": config.noisy_weight_init > 0,
+        "uniform_sample_probability": (0 <= config.uniform_sample_probability <= 1, unit),
+        "noisy_weight_init": (config.noisy_weight_init > 0, "a number > 0"),
     }
-    for name, ok in checks.items():
+    for name, (ok, accepted) in checks.items():
         if not ok:
             raise UserError(
-                f"--{name.replace('_', '-')}: bad value {getattr(config, name)}; out of range"
+                f"--{name.replace('_', '-')}: bad value {getattr(config, name)}; "
+                f"expected {accepted}"
             )
     if config.min_replay_size < config.batch_size:
         raise UserError(
