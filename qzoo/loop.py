@@ -218,6 +218,12 @@ class Trainer:
             "act_random": self.act_random.get_state(),
             "eval_random": self.eval_random.get_state(),
             "torch_random": torch.get_rng_state(),
+            # IQN's taus and noisy nets' noise are drawn on the agent's device.
+            "cuda_random": (
+                torch.cuda.get_rng_state(self.agent.device)
+                if self.agent.device.type == "cuda"
+                else None
+            ),
         }
 
     def load_state_dict(self, state):
@@ -230,6 +236,8 @@ class Trainer:
         self.act_random.set_state(state["act_random"])
         self.eval_random.set_state(state["eval_random"])
         torch.set_rng_state(state["torch_random"])
+        if state.get("cuda_random") is not None and self.agent.device.type == "cuda":
+            torch.cuda.set_rng_state(state["cuda_random"], self.agent.device)
 
 
 def uses_epsilon(config):
