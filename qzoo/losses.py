@@ -74,8 +74,13 @@ def categorical_l2_project(z_p, probs, z_q):
 
     Each atom's mass goes to its two neighbours in the support, in proportion to
     closeness (a triangular kernel). Evenly spaced supports (C51's) take a scatter
-    path that costs O(B K') instead of O(B K K').
+    path that costs O(B K') instead of O(B K K') on CPU.
     """
+    if z_p.is_cuda:
+        # CUDA's scatter_add_ sums with atomics in no fixed order, so a resumed run
+        # would drift in the last bits; the dense kernel is deterministic, needs no
+        # host sync for the spacing check, and at 51 x 51 atoms costs nothing there.
+        return _project_general(z_p, probs, z_q)
     gaps = z_q[1:] - z_q[:-1]
     if len(z_q) > 1 and bool((gaps > 0).all()) and bool(torch.allclose(gaps, gaps[0:1])):
         return _project_evenly_spaced(z_p, probs, z_q[0], z_q[-1], len(z_q))
