@@ -321,10 +321,10 @@ def validate(config):
                 f"--{name.replace('_', '-')}: bad value {getattr(config, name)}; "
                 "expected a positive integer"
             )
-    unit = "a number in [0, 1]"
+    unit_interval = "a number in [0, 1]"
     # name -> (whether the value is acceptable, what is accepted)
     checks = {
-        "discount": (0 <= config.discount <= 1, unit),
+        "discount": (0 <= config.discount <= 1, unit_interval),
         "learning_rate": (
             config.learning_rate > 0 and math.isfinite(config.learning_rate),
             "a finite number > 0",
@@ -333,8 +333,11 @@ def validate(config):
             0 < config.min_replay_capacity_fraction <= 1,
             "a number in (0, 1]",
         ),
-        "exploration_epsilon_end_value": (0 <= config.exploration_epsilon_end_value <= 1, unit),
-        "eval_exploration_epsilon": (0 <= config.eval_exploration_epsilon <= 1, unit),
+        "exploration_epsilon_end_value": (
+            0 <= config.exploration_epsilon_end_value <= 1,
+            unit_interval,
+        ),
+        "eval_exploration_epsilon": (0 <= config.eval_exploration_epsilon <= 1, unit_interval),
         "max_frames_per_episode": (config.max_frames_per_episode >= 0, "an integer >= 0"),
         "grad_error_bound": (config.grad_error_bound >= 0, "a number >= 0 (0: off)"),
         "max_global_grad_norm": (config.max_global_grad_norm >= 0, "a number >= 0 (0: off)"),
@@ -344,13 +347,13 @@ def validate(config):
         "priority_exponent": (config.priority_exponent >= 0, "a number >= 0"),
         "importance_sampling_exponent_begin_value": (
             0 <= config.importance_sampling_exponent_begin_value <= 1,
-            unit,
+            unit_interval,
         ),
         "importance_sampling_exponent_end_value": (
             0 <= config.importance_sampling_exponent_end_value <= 1,
-            unit,
+            unit_interval,
         ),
-        "uniform_sample_probability": (0 <= config.uniform_sample_probability <= 1, unit),
+        "uniform_sample_probability": (0 <= config.uniform_sample_probability <= 1, unit_interval),
         "noisy_weight_init": (config.noisy_weight_init > 0, "a number > 0"),
     }
     for name, (ok, accepted) in checks.items():
