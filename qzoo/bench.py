@@ -33,35 +33,38 @@ def bench_replay(capacity=100_000, num_envs=1, batch_size=32, seconds=3.0, n_ste
                  prioritized=False):  # fmt: skip
     """Adds per second, batches sampled per second and bytes per Atari transition;
     with `prioritized`, also priority updates of a batch per second."""
-    from qzoo.replay.frames import FrameReplay
-    from qzoo.replay.priority import PrioritizedFrameReplay
+    from qzoo.replay import FrameStorage, PrioritizedSampler, Replay, Row, UniformSampler
 
     config = {"capacity": capacity, "num_envs": num_envs, "batch_size": batch_size,
               "n_steps": n_steps, "prioritized": prioritized, **_machine()}  # fmt: skip
     rss_before = _peak_rss_bytes()
-    args = (capacity, num_envs, (84, 84), np.uint8, 18, 4, n_steps, 0.99, np.random.RandomState(0))
+    storage = FrameStorage(capacity, num_envs, (84, 84), np.uint8, 18, 4, n_steps, 0.99)
+    sample_rng = np.random.default_rng(0)
     if prioritized:
-        replay = PrioritizedFrameReplay(
-            *args, priority_exponent=0.6, uniform_sample_probability=1e-3
+        sampler = PrioritizedSampler(
+            storage, sample_rng, priority_exponent=0.6, uniform_sample_probability=1e-3
         )
     else:
-        replay = FrameReplay(*args)
+        sampler = UniformSampler(storage, sample_rng)
+    replay = Replay(storage, sampler)
     rng = np.random.RandomState(1)
     pool = rng.randint(0, 256, size=(64, num_envs, 84, 84), dtype=np.uint8)
     actions = np.zeros(num_envs, np.int64)
     rewards = np.zeros(num_envs, np.float32)
-    rows = replay.num_rows
+    rows = storage.num_rows
     # Episodes of ~1,000 steps, so that boundaries are exercised.
     first = (np.arange(rows) % 1000) == 0
     last = (np.arange(rows) % 1000) == 999
     no = np.zeros(num_envs, bool)
     start = time.perf_counter()
     for t in range(rows):
-        replay.add(pool[t % 64], actions, rewards, no | first[t], no | last[t], no | last[t])
+        replay.add(Row(pool[t % 64], actions, rewards, no | first[t], no | last[t], no | last[t]))
     add_seconds = time.perf_counter() - start
-    stored = sum(a.nbytes for a in (replay.frames, replay.actions, replay.rewards, replay.flags))
+    stored = sum(
+        a.nbytes for a in (storage.frames, storage.actions, storage.rewards, storage.flags)
+    )
     if prioritized:
-        stored += replay.tree.nodes.nbytes
+        stored += sampler.tree.nodes.nbytes
     emit("replay_bytes_per_transition", stored / (rows * num_envs), "bytes", **config)
     emit("replay_adds_per_second", rows * num_envs / add_seconds, "transitions/s", **config)
     batches, start = 0, time.perf_counter()
@@ -75,7 +78,7 @@ def bench_replay(capacity=100_000, num_envs=1, batch_size=32, seconds=3.0, n_ste
         updates, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
             batch = replay.sample(batch_size)
-            replay.update_priorities(batch["indices"], rng.random_sample(batch_size) * 2)
+            replay.update_priorities(batch.indices, rng.random_sample(batch_size) * 2)
             updates += 1
         rate = updates / (time.perf_counter() - start)
         emit("replay_sample_and_update_per_second", rate, "batches/s", **config)
@@ -92,15 +95,15 @@ def bench_train(agent="dqn", env="pong", frames=20_000, warmup_transitions=5_000
     fraction = max(warmup_transitions, config.batch_size * 4) / config.replay_capacity
     config.min_replay_capacity_fraction = fraction
     trainer = Trainer(config)
-    device = trainer.agent.device
+    device = trainer.learner.device
     warm_frames = trainer.config.min_replay_size * config.action_repeats + config.learn_period
-    trainer._phase(warm_frames, True)
-    trainer.agent.pop_statistics()
+    trainer.train_phase(warm_frames)
+    trainer.learner.pop_statistics()
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    stats = trainer._phase(frames, True)
-    updates = trainer.agent.pop_statistics()["num_updates"]
+    stats = trainer.train_phase(frames)
+    updates = trainer.learner.pop_statistics()["num_updates"]
     described = {"agent": agent, "env": config.env, "num_envs": config.num_envs,
                  "device": str(device), "frames": frames, "learn_period": config.learn_period,
                  "batch_size": config.batch_size, **_machine()}  # fmt: skip

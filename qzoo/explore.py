@@ -1,6 +1,6 @@
 """Exploration: DQN Zoo's LinearSchedule and epsilon-greedy action selection."""
 
-import numpy as np
+import torch
 
 
 class LinearSchedule:
@@ -16,16 +16,20 @@ class LinearSchedule:
         return self.begin_value + fraction * (self.end_value - self.begin_value)
 
 
-def epsilon_greedy(q_values, epsilon, random_state):
-    """Epsilon-greedy over rows of `q_values` [N, A] (numpy); ties broken uniformly.
+def epsilon_greedy(q_values, epsilon, generator):
+    """Epsilon-greedy over rows of `q_values` [N, A] on their device; ties broken
+    uniformly at random.
 
-    With probability epsilon the action is uniform over all actions (which may be
-    the greedy one), as in distrax.EpsilonGreedy. `epsilon` is a scalar or [N].
+    With probability epsilon[i] row i's action is uniform over all actions (which may
+    be the greedy one), as in distrax.EpsilonGreedy. `epsilon` is a tensor [N] (one
+    per environment) on the same device; `generator` is the caller's random stream.
     """
     n, num_actions = q_values.shape
-    is_max = q_values == q_values.max(axis=1, keepdims=True)
-    # Uniform among the maxima: argmax of random keys restricted to the maxima.
-    keys = random_state.random_sample((n, num_actions)) + is_max
-    greedy = keys.argmax(axis=1)
-    explore = random_state.random_sample(n) < epsilon
-    return np.where(explore, random_state.randint(num_actions, size=n), greedy)
+    device = q_values.device
+    is_max = q_values == q_values.max(dim=1, keepdim=True).values
+    # Uniform among the maxima: argmax of random keys in [0, 1) lifted by 1 at maxima.
+    keys = torch.rand(n, num_actions, device=device, generator=generator) + is_max
+    greedy = keys.argmax(dim=1)
+    explore = torch.rand(n, device=device, generator=generator) < epsilon
+    uniform = torch.randint(num_actions, (n,), device=device, generator=generator)
+    return torch.where(explore, uniform, greedy)

@@ -33,12 +33,13 @@ class SharedBiasLinear(nn.Module):
 _PHI_MINUS_2 = 0.5 * (1 + math.erf(-2 / math.sqrt(2)))  # standard normal CDF at -2
 
 
-def _scaled_noise(size, device):
+def _scaled_noise(size, device, generator=None):
     """Truncated normal on [-2, 2], then f(x) = sign(x) sqrt(|x|) (DQN Zoo).
 
     Sampled by inverting the normal CDF on [Phi(-2), Phi(2)]: one pass, no rejection.
     """
-    u = torch.rand(size, device=device) * (1 - 2 * _PHI_MINUS_2) + _PHI_MINUS_2
+    u = torch.rand(size, device=device, generator=generator)
+    u = u * (1 - 2 * _PHI_MINUS_2) + _PHI_MINUS_2
     x = math.sqrt(2) * torch.erfinv(2 * u - 1)
     return x.sign() * x.abs().sqrt()
 
@@ -65,9 +66,12 @@ class NoisyLinear(nn.Module):
         self.weight_sigma = nn.Parameter(torch.full((out_features, in_features), sigma))
         self.bias_sigma = nn.Parameter(torch.full((out_features,), sigma))
 
-    def forward(self, x):
+    def forward(self, x, generator=None):
+        """Noise is drawn from `generator` (the caller's random stream), else from
+        torch's global generator."""
         fan_out, fan_in = self.weight_mu.shape
-        eps_in, eps_out = _scaled_noise(fan_in + fan_out, x.device).split([fan_in, fan_out])
+        noise = _scaled_noise(fan_in + fan_out, x.device, generator)
+        eps_in, eps_out = noise.split([fan_in, fan_out])
         mu = nn.functional.linear(x, self.weight_mu, self.bias_mu)
         sigma = nn.functional.linear(x * eps_in, self.weight_sigma, self.bias_sigma)
         return mu + sigma * eps_out
@@ -105,12 +109,20 @@ class Head(nn.Module):
                 last = linear(hidden, num_actions * width)
             self.net = nn.Sequential(linear(in_features, hidden), nn.ReLU(), last)
 
-    def forward(self, x):
+    def forward(self, x, generator=None):
+        """[B, F] -> [B, A, K]; noisy layers draw their noise from `generator`."""
         if not self.dueling:
-            return self.net(x).view(-1, self.num_actions, self.width)
-        advantage = self.advantage(x).view(-1, self.num_actions, self.width)
-        value = self.value(x).view(-1, 1, self.width)
+            return _sequential(self.net, x, generator).view(-1, self.num_actions, self.width)
+        advantage = _sequential(self.advantage, x, generator).view(-1, self.num_actions, self.width)
+        value = _sequential(self.value, x, generator).view(-1, 1, self.width)
         return value + advantage - advantage.mean(dim=1, keepdim=True)
+
+
+def _sequential(layers, x, generator):
+    """nn.Sequential's forward, handing the random generator to noisy layers."""
+    for layer in layers:
+        x = layer(x, generator) if isinstance(layer, NoisyLinear) else layer(x)
+    return x
 
 
 class CosineEmbedding(nn.Module):

@@ -1,63 +1,44 @@
 """The run loop (DQN Zoo's `main` + `run_loop`): iterations of training frames
-followed by evaluation frames, iteration 0 evaluating only.
+followed by evaluation frames, iteration 0 evaluating only. It coordinates; the
+parts do the work:
 
-`Trainer` holds everything that changes during a run (so that a checkpoint of its
-`state_dict` resumes exactly); `run` is a generator yielding one record per
-iteration, which logging, checkpointing and progress display consume.
+      +-------------------- Trainer (this module): counts frames, decides -------------------+
+      |        when the learner updates (replay ratio), when targets copy, when to           |
+      |        evaluate; yields one results row per iteration                                |
+      +-----------+-------------------------------+------------------------------+-----------+
+                  |                               |                              |
+   Actor (actors.py)   Row per step     Replay (replay/)              Batch    Learner (learner.py)
+   N envs, stacker,  ---------------->  FrameStorage + Uniform/   -----------> networks, optimizer,
+   epsilon per env,                     PrioritizedSampler        <----------- Objective (objectives.py)
+   own random stream                                                priorities  own random stream
+          ^                                                                            |
+          +------------- Policy: the learner's online network (by reference) ----------+
 
-One training step, top to bottom (`Trainer._train_phase`):
-  q = agent.q_values(obs); a = epsilon_greedy(q, epsilon(frame_t))
-  replay.add(newest frame, a, clipped reward, FIRST/LAST/zero-discount flags)
-  env.step(a); frame_t += 4 x (environments that really stepped)
-  every learn_period frames: agent.learn(replay.sample(32))
-  every target_network_update_period frames: copy online -> target
+One training step, top to bottom (`Trainer.train_phase`):
+  row, frames = actor.step(frame_t)     # epsilon-greedy on the policy's device, env.step
+  replay.add(row)                       # newest frame, action, clipped reward, flags
+  for each update due (one per learn_period frames):
+      learner.learn(replay.sample(32))  # objective -> loss -> backward -> optimizer step
+  every target_network_update_period frames: learner.update_target()
+
+Random streams (streams.py): the training actor, evaluation, replay sampling and the
+learner each draw from their own, so evaluation never changes training.
 """
 
 import math
 import time
 
-import numpy as np
 import torch
 
 from qzoo import envs
-from qzoo.agent import Agent
+from qzoo.actors import Actor, Policy
 from qzoo.envs.scores import normalized_columns
-from qzoo.explore import LinearSchedule, epsilon_greedy
-from qzoo.replay.frames import FrameReplay, FrameStacker, observation_shape
-from qzoo.replay.priority import PrioritizedFrameReplay
-
-
-class EpisodeStats:
-    """Raw (unclipped) returns of the episodes completed in one phase."""
-
-    def __init__(self, num_envs):
-        self.current = np.zeros(num_envs)
-        self.completed = []
-
-    def step(self, step):
-        self.current[step.first] = 0.0
-        self.current += np.where(step.first, 0.0, step.reward)
-        self.completed.extend(self.current[step.last].tolist())
-
-    def mean_return(self):
-        """Mean over completed episodes, else the partial return (DQN Zoo)."""
-        if self.completed:
-            return float(np.mean(self.completed))
-        return float(self.current.mean())
-
-
-class UnbiasedEwma:
-    """Sutton & Barto's unbiased constant-step-size average, stepped per frame
-    (DQN Zoo's UnbiasedExponentialWeightedAverageAgentTracker, step size 1e-3)."""
-
-    def __init__(self, step_size=1e-3):
-        self.step_size, self.trace, self.value = step_size, 0.0, math.nan
-
-    def step(self, x, times=1):
-        for _ in range(times):
-            self.trace += self.step_size * (1.0 - self.trace)
-            beta = self.step_size / self.trace
-            self.value = x if math.isnan(self.value) else (1 - beta) * self.value + beta * x
+from qzoo.errors import Diverged, UserError
+from qzoo.explore import LinearSchedule
+from qzoo.learner import Learner
+from qzoo.replay import make_replay
+from qzoo.replay.frames import FrameStorage, observation_shape
+from qzoo.streams import Streams
 
 
 def resolve_device(name):
@@ -66,19 +47,72 @@ def resolve_device(name):
     return name
 
 
+class UpdateSchedule:
+    """When the learner updates and the target copies, counted in frames (DQN Zoo):
+    one SGD step every `learn_period` frames, one target copy every `target_period`.
+    With N environments several may fall due in one step; all of them happen, so the
+    replay ratio stays `batch_size * action_repeats / learn_period` (8 for DQN Zoo's
+    32 every 16 frames: rlpyt's definition, transitions consumed per one collected)."""
+
+    def __init__(self, learn_period, target_period):
+        self.learn_period, self.target_period = learn_period, target_period
+
+    def updates_due(self, old_frame, new_frame):
+        return new_frame // self.learn_period - old_frame // self.learn_period
+
+    def target_due(self, old_frame, new_frame):
+        return new_frame // self.target_period > old_frame // self.target_period
+
+
+def _available_memory():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_peak_memory(config, info):
+    """Refuses, before anything is allocated, a run whose peak memory the machine
+    cannot hold: the replay (allocated up front), plus what a checkpoint save adds
+    while streaming it (at most 10% of it or 256 MiB), plus networks and the process
+    itself (a generous 1 GiB)."""
+    replay = FrameStorage.bytes_needed(
+        config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
+        info.num_actions,
+    )  # fmt: skip
+    saving = max(replay // 10, 256 * 2**20) if config.checkpoint_replay else 0
+    peak = replay + saving + 2**30
+    available = _available_memory()
+    if available is not None and peak > available:
+        gib = 2**30
+        raise UserError(
+            f"--replay-capacity {config.replay_capacity}: the run needs about "
+            f"{peak / gib:.1f} GiB at its peak (replay {replay / gib:.1f} GiB, checkpoint "
+            f"save {saving / gib:.1f} GiB, networks and process 1.0 GiB) but "
+            f"{available / gib:.1f} GiB is available; lower --replay-capacity"
+        )
+    return peak
+
+
 class Trainer:
-    """A run's agent, replay, schedules, random states and counters."""
+    """A run's actors, learner, replay, schedules, random streams and counters."""
 
     def __init__(self, config, info=None):
         self.config = config
         self.info = info or envs.describe(config)
-        torch.manual_seed(config.seed)
-        self.random_state = np.random.RandomState(config.seed)  # env seeds, replay
-        self.act_random = np.random.RandomState(self.random_state.randint(2**31))
-        self.eval_random = np.random.RandomState(self.random_state.randint(2**31))
+        check_peak_memory(config, self.info)
+        device = resolve_device(config.device)
+        self.streams = Streams(config.seed, device)
+        torch.manual_seed(config.seed)  # network initialization only
         self.obs_shape = observation_shape(self.info.frame_shape, config.frame_stack)
-        self.agent = Agent(config, self.info, self.obs_shape, resolve_device(config.device))
-        self.replay = make_replay(config, self.info, self.random_state)
+        self.learner = Learner(config, self.info, self.obs_shape, device,
+                               self.streams.learner.torch)  # fmt: skip
+        self.replay = make_replay(config, self.info, self.streams.replay.numpy)
+        self.updates = UpdateSchedule(config.learn_period, config.target_network_update_period)
         # Prioritized replay's beta, annealed over replay additions (DQN Zoo).
         self.importance_sampling_exponent = LinearSchedule(
             config.min_replay_size, config.importance_sampling_end_t - config.min_replay_size,
@@ -89,86 +123,84 @@ class Trainer:
             config.exploration_begin_frame, config.exploration_decay_frames,
             config.exploration_epsilon_begin_value, config.exploration_epsilon_end_value,
         )  # fmt: skip
+        # In-process actors act with the learner's online network, by reference.
+        policy = Policy(self.learner.online, config.tau_samples_policy)
+        self.actor = Actor(config, self.info, policy, self.streams.actor, self.epsilon)
+        self.evaluator = Actor(config, self.info, policy, self.streams.evaluation,
+                               lambda _: config.eval_exploration_epsilon, eval_mode=True)  # fmt: skip
         self.iteration = 0
         self.frame_t = 0  # training frames so far (a persistent counter, as frame_t)
         self.wall_time = 0.0
 
     # ---- phases ---------------------------------------------------------------
-    def _phase(self, num_frames, train, progress=None):
-        config, n = self.config, self.config.num_envs
-        env = envs.make(config, n, config.seed, eval_mode=not train)
-        stacker = FrameStacker(n, self.info.frame_shape, self.info.frame_dtype, config.frame_stack)
-        episodes, state_value = EpisodeStats(n), UnbiasedEwma()
-        rng = self.act_random if train else self.eval_random
-        start, frames, agent_steps = time.perf_counter(), 0, 0
+    def train_phase(self, num_frames, progress=None):
+        """Acts for `num_frames` frames, storing every row and learning on schedule."""
+        actor = self.actor
+        actor.start()
         try:
-            step = env.reset(seed=self.random_state.randint(1, 2**31))
-            obs = stacker.push(step.frame, step.first)
-            while frames < num_frames:
-                epsilon = self.epsilon(self.frame_t) if train else config.eval_exploration_epsilon
-                q = self.agent.q_values(obs)
-                actions = epsilon_greedy(q, epsilon, rng)
-                if train:
-                    state_value.step(float(q.max(axis=1).mean()), config.action_repeats)
-                    reward = np.clip(step.reward, -config.max_abs_reward, config.max_abs_reward)
-                    zero_discount = step.terminated | step.life_loss
-                    self.replay.add(
-                        step.frame, actions, reward, step.first, step.last, zero_discount
-                    )
-                step = env.step(actions)
-                obs = stacker.push(step.frame, step.first)
-                episodes.step(step)
-                new_frames = step.real_steps * config.action_repeats
-                frames += new_frames
-                agent_steps += step.real_steps
-                if train:
-                    self._learn(self.frame_t, self.frame_t + new_frames)
-                    self.frame_t += new_frames
+            while actor.frames < num_frames:
+                row, new_frames = actor.step(self.frame_t)
+                self.replay.add(row)
+                self._learn(self.frame_t, self.frame_t + new_frames)
+                self.frame_t += new_frames
                 if progress is not None:
-                    progress(new_frames, episodes)
+                    progress(new_frames, actor.episodes)
         finally:
-            env.close()
-        duration = time.perf_counter() - start
-        return {
-            "episode_return": episodes.mean_return() if frames else math.nan,
-            "num_episodes": len(episodes.completed),
-            "frame_rate": frames / duration if frames else math.nan,
-            "steps_per_second": agent_steps / duration if frames else math.nan,
-            "state_value": state_value.value,
-            "duration": duration,
-        }
+            stats = actor.stop()
+        return stats
+
+    def eval_phase(self, num_frames, progress=None):
+        """Acts for `num_frames` frames with the evaluation epsilon; learns nothing."""
+        evaluator = self.evaluator
+        evaluator.start()
+        try:
+            while evaluator.frames < num_frames:
+                _, new_frames = evaluator.step()
+                if progress is not None:
+                    progress(new_frames, evaluator.episodes)
+        finally:
+            stats = evaluator.stop()
+        return stats
 
     def _learn(self, old_frame, new_frame):
-        """SGD steps and target copies due between two frame counts (DQN Zoo counts
-        in frames; with N environments several may fall due at once)."""
-        config = self.config
-        if self.replay.size < config.min_replay_size or not self.replay.can_sample():
+        """SGD steps and target copies due between two frame counts."""
+        config, replay = self.config, self.replay
+        if replay.size < config.min_replay_size or not replay.can_sample():
             return
-        for _ in range(new_frame // config.learn_period - old_frame // config.learn_period):
+        for _ in range(self.updates.updates_due(old_frame, new_frame)):
             if config.prioritized:
-                self.replay.importance_sampling_exponent = self.importance_sampling_exponent(
-                    self.replay.num_adds * self.replay.num_envs
-                )
-            batch = self.replay.sample(config.batch_size)
-            priorities = self.agent.learn(batch)
+                beta = self.importance_sampling_exponent(replay.num_adds)
+                replay.sampler.importance_sampling_exponent = beta
+            batch = replay.sample(config.batch_size)
+            priorities = self.learner.learn(batch)
             if priorities is not None:
-                self.replay.update_priorities(batch["indices"], priorities)
-        period = config.target_network_update_period
-        if new_frame // period > old_frame // period:
-            self.agent.update_target()
+                replay.update_priorities(batch.indices, priorities)
+        if self.updates.target_due(old_frame, new_frame):
+            self.learner.update_target()
 
     def run_iteration(self, progress=None):
-        """Train (not on iteration 0), then evaluate; returns the results row."""
+        """Train (not on iteration 0), then evaluate; returns the results row.
+
+        Raises Diverged when the iteration's loss or mean Q is not finite.
+        """
         config, started = self.config, time.perf_counter()
         if self.iteration > 0:
-            train = self._phase(config.train_frames, True, progress and progress("train"))
+            train = self.train_phase(config.train_frames, progress and progress("train"))
         else:
             train = dict.fromkeys(
                 ("episode_return", "frame_rate", "steps_per_second", "state_value"), math.nan
             )
             train["num_episodes"] = 0
-        stats = self.agent.pop_statistics()
-        evaluation = self._phase(config.eval_frames, False, progress and progress("eval"))
+        stats = self.learner.pop_statistics()
+        if stats["num_updates"] and not (
+            math.isfinite(stats["loss"]) and math.isfinite(stats["mean_q"])
+        ):
+            raise Diverged(
+                f"iteration {self.iteration} diverged: train_loss {stats['loss']}, "
+                f"train_mean_q {stats['mean_q']}; the checkpoint of iteration "
+                f"{self.iteration - 1} is kept; try a lower --learning-rate"
+            )
+        evaluation = self.eval_phase(config.eval_frames, progress and progress("eval"))
         self.wall_time += time.perf_counter() - started
         # An epsilon at frame -1 on iteration 0, as DQN Zoo reports it.
         epsilon = self.epsilon(self.frame_t if self.iteration > 0 else -1)
@@ -200,44 +232,30 @@ class Trainer:
         if not self.config.prioritized:
             return {}
         return {
-            "importance_sampling_exponent": self.importance_sampling_exponent(
-                self.replay.num_adds * self.replay.num_envs
-            ),
-            "max_seen_priority": self.replay.max_seen_priority,
+            "importance_sampling_exponent": self.importance_sampling_exponent(self.replay.num_adds),
+            "max_seen_priority": self.replay.sampler.max_seen_priority,
         }
 
     # ---- checkpointing --------------------------------------------------------
     def state_dict(self):
+        """Everything that changes during a run: counters, learner, replay (unless
+        --no-checkpoint-replay), and every random stream."""
         return {
             "iteration": self.iteration,
             "frame_t": self.frame_t,
             "wall_time": self.wall_time,
-            "agent": self.agent.state_dict(),
+            "learner": self.learner.state_dict(),
             "replay": self.replay.state_dict() if self.config.checkpoint_replay else None,
-            "random_state": self.random_state.get_state(),
-            "act_random": self.act_random.get_state(),
-            "eval_random": self.eval_random.get_state(),
-            "torch_random": torch.get_rng_state(),
-            # IQN's taus and noisy nets' noise are drawn on the agent's device.
-            "cuda_random": (
-                torch.cuda.get_rng_state(self.agent.device)
-                if self.agent.device.type == "cuda"
-                else None
-            ),
+            "streams": self.streams.state_dict(),
         }
 
     def load_state_dict(self, state):
-        self.iteration, self.frame_t = state["iteration"], state["frame_t"]
-        self.wall_time = state["wall_time"]
-        self.agent.load_state_dict(state["agent"])
+        self.iteration, self.frame_t = int(state["iteration"]), int(state["frame_t"])
+        self.wall_time = float(state["wall_time"])
+        self.learner.load_state_dict(state["learner"])
         if state["replay"] is not None:
             self.replay.load_state_dict(state["replay"])
-        self.random_state.set_state(state["random_state"])
-        self.act_random.set_state(state["act_random"])
-        self.eval_random.set_state(state["eval_random"])
-        torch.set_rng_state(state["torch_random"])
-        if state.get("cuda_random") is not None and self.agent.device.type == "cuda":
-            torch.cuda.set_rng_state(state["cuda_random"], self.agent.device)
+        self.streams.load_state_dict(state["streams"])
 
 
 def uses_epsilon(config):
@@ -246,21 +264,6 @@ def uses_epsilon(config):
         config.noisy
         and config.exploration_epsilon_begin_value == 0
         and config.exploration_epsilon_end_value == 0
-    )
-
-
-def make_replay(config, info, random_state):
-    args = (
-        config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
-        info.num_actions, config.frame_stack, config.n_steps, config.discount, random_state,
-    )  # fmt: skip
-    if not config.prioritized:
-        return FrameReplay(*args)
-    return PrioritizedFrameReplay(
-        *args,
-        priority_exponent=config.priority_exponent,
-        uniform_sample_probability=config.uniform_sample_probability,
-        normalize_weights=config.normalize_weights,
     )
 
 

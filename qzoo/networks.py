@@ -92,7 +92,9 @@ class Network(nn.Module):
             self.register_buffer("support", support)
         self.apply(legacy_init_)  # NoisyLinear keeps its own sigma initialization
 
-    def forward(self, obs, taus=None):
+    def forward(self, obs, taus=None, generator=None):
+        """Outputs for observations `obs` (IQN: at `taus`); noisy heads draw their
+        noise from `generator` (a random stream of the caller's)."""
         x = obs.float()
         if self.input_scale != 1.0:
             x = x * self.input_scale
@@ -100,9 +102,9 @@ class Network(nn.Module):
         if self.kind == "implicit_quantile":
             batch, n = taus.shape
             embedded = features[:, None, :] * self.tau_embedding(taus)  # [B, N, F]
-            q_dist = self.head(embedded.reshape(batch * n, -1)).reshape(batch, n, -1)
+            q_dist = self.head(embedded.reshape(batch * n, -1), generator).reshape(batch, n, -1)
             return NetworkOutputs(q_dist.mean(1).detach(), None, q_dist)
-        out = self.head(features)  # [B, A, K]
+        out = self.head(features, generator)  # [B, A, K]
         if self.kind == "categorical":
             probs = torch.softmax(out, dim=-1)
             return NetworkOutputs((probs * self.support).sum(-1).detach(), out, None)

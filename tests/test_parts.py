@@ -74,18 +74,29 @@ def test_linear_schedule_descent():
 
 
 def test_epsilon_greedy_breaks_ties_uniformly_and_explores():
-    rng = np.random.RandomState(0)
-    q = np.tile(np.array([[1.0, 1.0, 0.0]]), (20_000, 1))
-    greedy = epsilon_greedy(q, 0.0, rng)
-    counts = np.bincount(greedy, minlength=3) / len(greedy)
+    generator = torch.Generator().manual_seed(0)
+    q = torch.tensor([[1.0, 1.0, 0.0]]).repeat(20_000, 1)
+    greedy = epsilon_greedy(q, torch.zeros(20_000), generator)
+    counts = np.bincount(greedy.numpy(), minlength=3) / len(greedy)
     assert counts[2] == 0 and counts[0] == pytest.approx(0.5, abs=0.02)
-    explored = epsilon_greedy(q, 1.0, rng)
+    explored = epsilon_greedy(q, torch.ones(20_000), generator).numpy()
     assert np.bincount(explored, minlength=3) / len(explored) == pytest.approx(
         [1 / 3] * 3, abs=0.02
     )
     # Per-environment epsilon: only the second row explores.
-    mixed = epsilon_greedy(np.array([[0.0, 1.0]] * 2000), np.array([0.0, 1.0] * 1000), rng)
+    q2 = torch.tensor([[0.0, 1.0]]).repeat(2000, 1)
+    mixed = epsilon_greedy(q2, torch.tensor([0.0, 1.0] * 1000), generator).numpy()
     assert (mixed[::2] == 1).all() and 0.4 < (mixed[1::2] == 0).mean() < 0.6
+
+
+def test_noisy_layers_draw_from_the_given_generator():
+    net = atari_network("rainbow")
+    obs = torch.zeros(1, 4, 84, 84, dtype=torch.uint8)
+    a = net(obs, generator=torch.Generator().manual_seed(3)).q_values
+    torch.manual_seed(0)  # the global generator must not matter
+    b = net(obs, generator=torch.Generator().manual_seed(3)).q_values
+    c = net(obs, generator=torch.Generator().manual_seed(4)).q_values
+    assert torch.equal(a, b) and not torch.equal(a, c)
 
 
 def test_score_table_has_57_games_and_normalizes():

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from qzoo.replay.priority import PrioritizedFrameReplay, SumTree
+from qzoo.replay import FrameStorage, PrioritizedSampler, Replay, Row
+from qzoo.replay.sumtree import SumTree
 
 
 def test_sum_tree_query_table():
@@ -41,38 +42,40 @@ def test_sum_tree_single_and_batched_writes_give_the_same_sums():
 
 
 def make(capacity=20, alpha=0.6, uniform=0.0, seed=0):
-    return PrioritizedFrameReplay(
-        capacity, 1, (2, 2), np.uint8, 4, 1, 1, 0.9, np.random.RandomState(seed),
-        priority_exponent=alpha, uniform_sample_probability=uniform,
+    storage = FrameStorage(capacity, 1, (2, 2), np.uint8, 4, 1, 1, 0.9)
+    sampler = PrioritizedSampler(
+        storage, np.random.default_rng(seed), priority_exponent=alpha,
+        uniform_sample_probability=uniform,
     )  # fmt: skip
+    return Replay(storage, sampler)
 
 
 def fill(replay, rows):
     for k in range(rows):
-        replay.add(np.full((1, 2, 2), k, np.uint8), [0], [0.0], [k == 0], [False], [False])
+        replay.add(Row(np.full((1, 2, 2), k, np.uint8), [0], [0.0], [k == 0], [False], [False]))
 
 
 def test_new_transitions_enter_at_the_max_seen_priority():
     replay = make()
     fill(replay, 3)
-    assert replay.tree.get([0, 1, 2]).tolist() == [1.0, 1.0, 1.0]
+    assert replay.sampler.tree.get([0, 1, 2]).tolist() == [1.0, 1.0, 1.0]
     replay.update_priorities((np.array([0]), np.array([0])), [4.0])
-    assert replay.max_seen_priority == 4.0
+    assert replay.sampler.max_seen_priority == 4.0
     fill(replay, 1)
-    assert replay.tree.get([3])[0] == pytest.approx(4.0**0.6)
-    assert replay.tree.get([0])[0] == pytest.approx(4.0**0.6)
+    assert replay.sampler.tree.get([3])[0] == pytest.approx(4.0**0.6)
+    assert replay.sampler.tree.get([0])[0] == pytest.approx(4.0**0.6)
 
 
 def test_zero_priority_is_never_sampled_and_last_rows_get_zero():
     replay = make(alpha=0.0)  # 0^0 must be 0, not 1
     fill(replay, 10)
     replay.update_priorities((np.arange(4), np.zeros(4, int)), [0.0, 0.0, 0.0, 0.0])
-    assert replay.tree.get(np.arange(4)).tolist() == [0.0] * 4
+    assert replay.sampler.tree.get(np.arange(4)).tolist() == [0.0] * 4
     for _ in range(50):
-        t, _ = replay.sample_indices(16)
+        t, _ = replay.sampler.sample_indices(16)
         assert (t >= 4).all()
-    replay.add(np.zeros((1, 2, 2), np.uint8), [0], [0.0], [False], [True], [True])
-    assert replay.tree.get([10])[0] == 0.0
+    replay.add(Row(np.zeros((1, 2, 2), np.uint8), [0], [0.0], [False], [True], [True]))
+    assert replay.sampler.tree.get([10])[0] == 0.0
 
 
 def test_empirical_distribution_matches_theory():
@@ -82,7 +85,7 @@ def test_empirical_distribution_matches_theory():
     rows = np.arange(11)
     priorities = np.arange(1.0, 12.0)
     replay.update_priorities((rows, np.zeros(11, int)), priorities)
-    draws = np.concatenate([replay.sample_indices(500)[0] for _ in range(100)])
+    draws = np.concatenate([replay.sampler.sample_indices(500)[0] for _ in range(100)])
     empirical = np.bincount(draws, minlength=12)[:11] / len(draws)
     p = priorities**0.5
     # Row 11 has max priority but no successor yet: rejected and redrawn, so the
@@ -95,13 +98,13 @@ def test_importance_weights_normalized_by_batch_max():
     replay = make(capacity=20, alpha=1.0, seed=2)
     fill(replay, 6)
     replay.update_priorities((np.arange(5), np.zeros(5, int)), [1.0, 2.0, 3.0, 4.0, 5.0])
-    replay.importance_sampling_exponent = 0.5
+    replay.sampler.importance_sampling_exponent = 0.5
     batch = replay.sample(64)
-    t, _ = batch["indices"]
-    probabilities = replay.tree.get(t) / replay.tree.total()
+    t, _ = batch.indices
+    probabilities = replay.sampler.tree.get(t) / replay.sampler.tree.total()
     expected = (1 / replay.size / probabilities) ** 0.5
-    np.testing.assert_allclose(batch["weights"], expected / expected.max(), rtol=1e-6)
-    assert batch["weights"].max() == pytest.approx(1.0)
+    np.testing.assert_allclose(batch.weights, expected / expected.max(), rtol=1e-6)
+    assert batch.weights.max() == pytest.approx(1.0)
 
 
 def test_state_round_trip():
@@ -110,6 +113,6 @@ def test_state_round_trip():
     replay.update_priorities((np.arange(3), np.zeros(3, int)), [5.0, 0.5, 2.0])
     other = make(seed=3)
     other.load_state_dict(replay.state_dict())
-    assert other.max_seen_priority == 5.0
-    np.testing.assert_array_equal(other.tree.nodes, replay.tree.nodes)
-    np.testing.assert_array_equal(replay.sample(16)["weights"], other.sample(16)["weights"])
+    assert other.sampler.max_seen_priority == 5.0
+    np.testing.assert_array_equal(other.sampler.tree.nodes, replay.sampler.tree.nodes)
+    np.testing.assert_array_equal(replay.sample(16).weights, other.sample(16).weights)

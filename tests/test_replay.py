@@ -3,16 +3,15 @@
 import numpy as np
 import pytest
 
-from qzoo.replay.frames import FrameReplay, FrameStacker, bytes_per_transition
+from qzoo.replay import FrameStorage, Replay, Row, UniformSampler
+from qzoo.replay.frames import FrameStacker, bytes_per_transition
 
 GAMMA = 0.9
 
 
 def make(capacity, num_envs=1, stack=2, n_steps=1, frame_shape=(2, 2), seed=0):
-    return FrameReplay(
-        capacity, num_envs, frame_shape, np.uint8, 6, stack, n_steps, GAMMA,
-        np.random.RandomState(seed),
-    )  # fmt: skip
+    storage = FrameStorage(capacity, num_envs, frame_shape, np.uint8, 6, stack, n_steps, GAMMA)
+    return Replay(storage, UniformSampler(storage, np.random.default_rng(seed)))
 
 
 # (frame id, action, reward on arrival, first, last, zero_discount)
@@ -33,11 +32,11 @@ STREAM = [
 def fill(replay, stream, env_offset=(0,)):
     for frame, action, reward, first, last, zero in stream:
         b = len(env_offset)
-        replay.add(
+        replay.add(Row(
             np.array([np.full((2, 2), frame + off) for off in env_offset], np.uint8),
             np.full(b, action), np.full(b, reward), np.full(b, first), np.full(b, last),
             np.full(b, zero),
-        )  # fmt: skip
+        ))  # fmt: skip
 
 
 def ids(observations):
@@ -49,7 +48,7 @@ def test_valid_starts_respect_episode_boundaries():
     replay = make(100)
     fill(replay, STREAM)
     t = np.arange(len(STREAM) - 1)
-    valid = replay.valid(t, np.zeros_like(t))
+    valid = replay.storage.valid(t, np.zeros_like(t))
     # Row 3 and 5 end episodes; row 7 is followed by a new episode's FIRST.
     assert valid.tolist() == [True, True, True, False, True, False, True, False, True]
 
@@ -59,14 +58,28 @@ def test_one_step_returns_discounts_and_stacks():
     fill(replay, STREAM)
     t = np.array([0, 1, 2, 4, 6, 8])
     b = np.zeros_like(t)
-    r, d, end = replay.returns(t, b)
+    r, d, end = replay.storage.returns(t, b)
     np.testing.assert_allclose(r, [1.0, 1.0, 0.0, 1.0, 1.0, 0.5])
     # Life loss and termination cut bootstrapping; truncation (row 2 -> 3) does not.
     np.testing.assert_allclose(d, [GAMMA, 0.0, GAMMA, 0.0, GAMMA, GAMMA])
     assert end.tolist() == [1, 2, 3, 5, 7, 9]
     # Leading zeros before an episode's first frame; no frame crosses episodes.
-    assert ids(replay.stacked(t, b)).tolist() == [[0, 1], [1, 2], [2, 3], [0, 5], [0, 7], [0, 9]]
-    assert ids(replay.stacked(end, b)).tolist() == [[1, 2], [2, 3], [3, 4], [5, 6], [7, 8], [9, 10]]
+    assert ids(replay.storage.stacked(t, b)).tolist() == [
+        [0, 1],
+        [1, 2],
+        [2, 3],
+        [0, 5],
+        [0, 7],
+        [0, 9],
+    ]
+    assert ids(replay.storage.stacked(end, b)).tolist() == [
+        [1, 2],
+        [2, 3],
+        [3, 4],
+        [5, 6],
+        [7, 8],
+        [9, 10],
+    ]
 
 
 def test_n_step_returns_stop_at_episode_end():
@@ -74,8 +87,8 @@ def test_n_step_returns_stop_at_episode_end():
     fill(replay, STREAM)
     t = np.array([0, 1, 2, 4, 6])
     b = np.zeros_like(t)
-    assert replay.valid(t, b).tolist() == [True, True, True, True, False]
-    r, d, end = replay.returns(t[:4], b[:4])
+    assert replay.storage.valid(t, b).tolist() == [True, True, True, True, False]
+    r, d, end = replay.storage.returns(t[:4], b[:4])
     # Row 0: 1 + 0.9 * 1, then the life loss zeros everything after.
     np.testing.assert_allclose(r, [1.9, 1.0, 0.0, 1.0])
     np.testing.assert_allclose(d, [0.0, 0.0, GAMMA, 0.0])
@@ -86,7 +99,7 @@ def test_n_step_return_worked_by_hand():
     replay = make(100, n_steps=3)
     stream = [(k + 1, k % 6, float(k), k == 0, False, False) for k in range(8)]
     fill(replay, stream)
-    r, d, end = replay.returns(np.array([1]), np.array([0]))
+    r, d, end = replay.storage.returns(np.array([1]), np.array([0]))
     assert r[0] == pytest.approx(2 + GAMMA * 3 + GAMMA**2 * 4)
     assert d[0] == pytest.approx(GAMMA**3)
     assert end[0] == 4
@@ -98,11 +111,11 @@ def test_samples_only_valid_transitions():
     seen = set()
     for _ in range(200):
         batch = replay.sample(8)
-        t, _ = batch["indices"]
+        t, _ = batch.indices
         seen.update(t.tolist())
         # The next observation is always the one right after, within the episode.
-        assert (ids(batch["s_t"])[:, -1] == ids(batch["s_tm1"])[:, -1] + 1).all()
-        assert batch["s_tm1"].dtype == np.uint8 and batch["a_tm1"].dtype == np.int64
+        assert (ids(batch.s_t)[:, -1] == ids(batch.s_tm1)[:, -1] + 1).all()
+        assert batch.s_tm1.dtype == np.uint8 and batch.a_tm1.dtype == np.int64
     assert seen == {0, 1, 2, 4, 6, 8}  # every valid start, and only those
 
 
@@ -110,12 +123,12 @@ def test_wrapped_cursor_never_straddled():
     replay = make(5, stack=2, seed=1)
     stream = [(k + 1, 0, 1.0, k == 0, False, False) for k in range(8)]
     fill(replay, stream)
-    assert replay.rows == 5 and replay.cursor == 3 and replay.num_adds == 8
+    assert replay.storage.rows == 5 and replay.storage.cursor == 3 and replay.num_adds == 8
     seen = set()
     for _ in range(100):
         batch = replay.sample(4)
-        seen.update(batch["indices"][0].tolist())
-        s_tm1, s_t = ids(batch["s_tm1"]), ids(batch["s_t"])
+        seen.update(batch.indices[0].tolist())
+        s_tm1, s_t = ids(batch.s_tm1), ids(batch.s_t)
         assert (s_tm1[:, 1] == s_tm1[:, 0] + 1).all()  # history not overwritten
         assert (s_t[:, 1] == s_tm1[:, 1] + 1).all()
     # Row 2 is the newest (no successor yet); row 3 is the oldest (history gone).
@@ -128,8 +141,8 @@ def test_several_environments_keep_their_own_streams():
     assert replay.size == 2 * len(STREAM)
     for _ in range(50):
         batch = replay.sample(16)
-        _, b = batch["indices"]
-        s_tm1, s_t = ids(batch["s_tm1"]), ids(batch["s_t"])
+        _, b = batch.indices
+        s_tm1, s_t = ids(batch.s_tm1), ids(batch.s_t)
         newest = s_tm1[:, -1]
         assert ((newest >= 100) == (b == 1)).all()
         assert (s_t[:, -1] == newest + 1).all()
@@ -142,15 +155,16 @@ def test_state_round_trip():
     other.load_state_dict(replay.state_dict())
     a, b = replay.sample(32), other.sample(32)
     for key in ("s_tm1", "a_tm1", "r_t", "discount_t", "s_t"):
-        np.testing.assert_array_equal(a[key], b[key])
+        np.testing.assert_array_equal(getattr(a, key), getattr(b, key))
 
 
 def test_atari_bytes_per_transition_under_7100():
     per = bytes_per_transition((84, 84), np.uint8, 18)
     assert per <= 7100 and per == 7056 + 1 + 4 + 1
-    replay = FrameReplay(1000, 4, (84, 84), np.uint8, 18, 4, 1, 0.99, np.random.RandomState(0))
+    replay = FrameStorage(1000, 4, (84, 84), np.uint8, 18, 4, 1, 0.99)
     stored = replay.frames.nbytes + replay.actions.nbytes + replay.rewards.nbytes
     stored += replay.flags.nbytes
+    assert replay.nbytes == stored
     assert stored / 1000 == per
 
 
@@ -161,5 +175,5 @@ def test_frame_stacker_matches_replay_padding():
     for row, (frame, *_rest) in enumerate(STREAM):
         first = np.array([STREAM[row][3]])
         acting = stacker.push(np.full((1, 2, 2), frame, np.uint8), first)
-        stored = replay.stacked(np.array([row]), np.array([0]))
+        stored = replay.storage.stacked(np.array([row]), np.array([0]))
         np.testing.assert_array_equal(acting, stored)

@@ -1,1 +1,64 @@
-"""Replay memories: deduplicated frame storage (frames.py)."""
+"""Replay = storage (how transitions live) + sampler (which ones a batch holds).
+
+Actors write `Row`s, the learner reads `Batch`es; neither sees how frames are stored
+or how slots are drawn, so a compressed, dataset-backed, sequence or GPU storage and
+a uniform or prioritized sampler combine freely.
+"""
+
+from qzoo.replay.batch import Batch, Row
+from qzoo.replay.frames import FrameStorage
+from qzoo.replay.samplers import PrioritizedSampler, UniformSampler
+
+__all__ = ["Batch", "FrameStorage", "PrioritizedSampler", "Replay", "Row", "UniformSampler"]
+
+
+class Replay:
+    """A storage and a sampler working together."""
+
+    def __init__(self, storage, sampler):
+        self.storage, self.sampler = storage, sampler
+
+    @property
+    def size(self):
+        return self.storage.size
+
+    @property
+    def num_adds(self):
+        """Transitions ever added (rows times environments)."""
+        return self.storage.num_adds * self.storage.num_envs
+
+    def can_sample(self):
+        return self.storage.can_sample()
+
+    def add(self, row):
+        self.sampler.added(self.storage.add(row))
+
+    def sample(self, batch_size):
+        t, b, weights = self.sampler.sample(batch_size)
+        return self.storage.gather(t, b)._replace(weights=weights)
+
+    def update_priorities(self, indices, priorities):
+        self.sampler.update(indices, priorities)
+
+    def state_dict(self):
+        return {"storage": self.storage.state_dict(), "sampler": self.sampler.state_dict()}
+
+    def load_state_dict(self, state):
+        self.storage.load_state_dict(state["storage"])
+        self.sampler.load_state_dict(state["sampler"])
+
+
+def make_replay(config, info, rng):
+    """The replay `config` asks for, drawing samples from `rng` (numpy Generator)."""
+    storage = FrameStorage(
+        config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
+        info.num_actions, config.frame_stack, config.n_steps, config.discount,
+    )  # fmt: skip
+    if not config.prioritized:
+        return Replay(storage, UniformSampler(storage, rng))
+    sampler = PrioritizedSampler(
+        storage, rng, priority_exponent=config.priority_exponent,
+        uniform_sample_probability=config.uniform_sample_probability,
+        normalize_weights=config.normalize_weights,
+    )  # fmt: skip
+    return Replay(storage, sampler)

@@ -1,4 +1,4 @@
-"""Replay that stores every frame once and assembles stacks and n-step returns.
+"""Storage that keeps every frame once and assembles stacks and n-step returns.
 
 Layout (after simple_dqn's ReplayMemory and rlpyt's frame buffers): arrays of
 `[T, B]` rows, one column per environment, written in lockstep by the vector env.
@@ -18,11 +18,15 @@ stops at the first LAST; truncation (LAST without ZERO_DISCOUNT) bootstraps.
 
 Stacks are `frame_stack` consecutive rows ending at the sampled row; frames older
 than the episode's FIRST row are zeros (leading-zero padding, as in the actor).
+
+This module is storage only; samplers (uniform, prioritized) choose the rows.
 """
 
 import math
 
 import numpy as np
+
+from qzoo.replay.batch import Batch
 
 FIRST, LAST, ZERO_DISCOUNT = 1, 2, 4
 
@@ -41,23 +45,14 @@ def bytes_per_transition(frame_shape, frame_dtype, num_actions):
     return frame + action + 4 + 1  # frame, action, reward (float32), flags
 
 
-def _available_memory():
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-class FrameReplay:
-    """Uniform replay over deduplicated frames (see the module docstring)."""
+class FrameStorage:
+    """Deduplicated frame storage (see the module docstring). Knows which slots hold
+    a whole transition and how to assemble one; which slots to sample is a sampler's
+    business (replay/samplers.py)."""
 
     def __init__(
-        self, capacity, num_envs, frame_shape, frame_dtype, num_actions, stack,
-        n_steps, discount, random_state,
+        self, capacity, num_envs, frame_shape, frame_dtype, num_actions, stack, n_steps,
+        discount,
     ):  # fmt: skip
         self.num_rows = math.ceil(capacity / num_envs)
         self.num_envs = num_envs
@@ -66,17 +61,7 @@ class FrameReplay:
         self.discount = discount
         self.frame_shape = tuple(frame_shape)
         self.observation_shape = observation_shape(frame_shape, stack)
-        self._rng = random_state
-        per = bytes_per_transition(frame_shape, frame_dtype, num_actions)
-        self.nbytes = per * self.num_rows * num_envs
-        available = _available_memory()
-        if available is not None and self.nbytes > available:
-            from qzoo.errors import UserError
-
-            raise UserError(
-                f"--replay-capacity {capacity}: needs {self.nbytes / 2**30:.1f} GiB but "
-                f"only {available / 2**30:.1f} GiB is available; lower it"
-            )
+        self.nbytes = self.bytes_needed(capacity, num_envs, frame_shape, frame_dtype, num_actions)
         shape = (self.num_rows, num_envs)
         self.frames = np.zeros(shape + self.frame_shape, frame_dtype)
         self.actions = np.zeros(shape, np.uint8 if num_actions <= 256 else np.int16)
@@ -86,62 +71,67 @@ class FrameReplay:
         self.rows = 0  # rows written, at most num_rows
         self.num_adds = 0  # rows ever written
 
+    @staticmethod
+    def bytes_needed(capacity, num_envs, frame_shape, frame_dtype, num_actions):
+        """Bytes the arrays take, known before allocating them."""
+        per = bytes_per_transition(frame_shape, frame_dtype, num_actions)
+        return per * math.ceil(capacity / num_envs) * num_envs
+
     @property
     def size(self):
         """Number of stored transitions (rows times environments)."""
         return self.rows * self.num_envs
 
-    def add(self, frame, action, reward, first, last, zero_discount):
-        """Writes one row: the newest observation of every environment."""
+    def add(self, row):
+        """Writes one `Row` (the newest observation of every environment); returns
+        the row index written."""
         t = self.cursor
-        self.frames[t] = frame
-        self.actions[t] = action
-        self.rewards[t] = reward
+        self.frames[t] = row.frame
+        self.actions[t] = row.action
+        self.rewards[t] = row.reward
         self.flags[t] = (
-            np.where(first, FIRST, 0) | np.where(last, LAST, 0)
-            | np.where(zero_discount, ZERO_DISCOUNT, 0)
+            np.where(row.first, FIRST, 0) | np.where(row.last, LAST, 0)
+            | np.where(row.zero_discount, ZERO_DISCOUNT, 0)
         )  # fmt: skip
         self.cursor = (t + 1) % self.num_rows
         self.rows = min(self.rows + 1, self.num_rows)
         self.num_adds += 1
+        return t
 
-    def _oldest(self):
+    def oldest(self):
+        """The oldest row still stored."""
         return self.cursor if self.rows == self.num_rows else 0
 
+    def window(self):
+        """(low, high): rows at ages low..high-1 after `oldest()` have their stack
+        history and n-step future stored. Once the ring has wrapped, the oldest
+        stack-1 rows lack their history; before that, row 0 is an episode's FIRST row,
+        so its history is zero padding."""
+        full = self.rows == self.num_rows
+        return (self.stack - 1 if full else 0), self.rows - self.n_steps
+
     def can_sample(self):
-        return self.rows - self.n_steps - (self.stack - 1) > 0 or (
-            self.rows < self.num_rows and self.rows > self.n_steps
-        )
+        low, high = self.window()
+        return high > low
+
+    def in_window(self, t):
+        age = (t - self.oldest()) % self.num_rows
+        low, high = self.window()
+        return (age >= low) & (age < high)
+
+    def can_start(self, t, b):
+        """Whether row t of column b may start a transition at all (not LAST)."""
+        return (self.flags[t, b] & LAST) == 0
 
     def valid(self, t, b):
         """Whether a transition starts at rows `t` of columns `b` (see docstring)."""
-        ok = (self.flags[t, b] & LAST) == 0
+        ok = self.can_start(t, b)
         ended = np.zeros_like(ok)
         for i in range(1, self.n_steps + 1):
             flags = self.flags[(t + i) % self.num_rows, b]
             ok &= ended | ((flags & FIRST) == 0)
             ended |= (flags & LAST) != 0
         return ok
-
-    def sample_indices(self, batch_size):
-        """Uniform (t, b) over valid transitions, with replacement (rejection)."""
-        if not self.can_sample():
-            raise RuntimeError("replay holds too few rows to sample")
-        # Once the ring has wrapped, the oldest stack-1 rows lack their history. Before
-        # that, row 0 is an episode's FIRST row, so its history is zero padding.
-        full = self.rows == self.num_rows
-        low, high = (self.stack - 1 if full else 0), self.rows - self.n_steps
-        t = np.empty(batch_size, np.int64)
-        b = np.empty(batch_size, np.int64)
-        todo = np.arange(batch_size)
-        for _ in range(1000):
-            j = self._rng.randint(low, high, size=todo.size)
-            t[todo] = (self._oldest() + j) % self.num_rows
-            b[todo] = self._rng.randint(self.num_envs, size=todo.size)
-            todo = todo[~self.valid(t[todo], b[todo])]
-            if todo.size == 0:
-                return t, b
-        raise RuntimeError("replay found no valid transition in 1000 draws")
 
     def stacked(self, t, b):
         """Observations ending at rows `t` of columns `b`: [len(t), *observation_shape]."""
@@ -171,25 +161,17 @@ class FrameReplay:
             alive &= (flags & LAST) == 0
         return reward, discount, end
 
-    def sample(self, batch_size):
-        """A batch (s_tm1, a_tm1, r_t, discount_t, s_t) of numpy arrays, plus indices.
-
-        `discount_t` already contains gamma^k (DQN Zoo convention): 0 after a
-        termination or a lost life, gamma^k after k steps otherwise.
-        """
-        t, b = self.sample_indices(batch_size)
+    def gather(self, t, b):
+        """The `Batch` of transitions starting at rows `t` of columns `b`."""
         r_t, discount_t, end = self.returns(t, b)
-        return {
-            "s_tm1": self.stacked(t, b),
-            "a_tm1": self.actions[t, b].astype(np.int64),
-            "r_t": r_t,
-            "discount_t": discount_t,
-            "s_t": self.stacked(end, b),
-            "indices": (t, b),
-        }
+        return Batch(
+            s_tm1=self.stacked(t, b), a_tm1=self.actions[t, b].astype(np.int64), r_t=r_t,
+            discount_t=discount_t, s_t=self.stacked(end, b), indices=(t, b),
+        )  # fmt: skip
 
     def state_dict(self):
-        """Everything needed to restore the replay exactly (for checkpoints)."""
+        """Everything needed to restore the storage exactly (views, not copies: a
+        checkpoint streams them to disk)."""
         n = self.rows
         return {
             "frames": self.frames[:n],
@@ -203,9 +185,15 @@ class FrameReplay:
 
     def load_state_dict(self, state):
         n = state["rows"]
-        if state["frames"].shape[1:] != self.frames.shape[1:] or n > self.num_rows:
-            raise ValueError("replay state does not match this replay's shape")
-        self.frames[:n] = state["frames"]
+        if tuple(state["frames"].shape[1:]) != self.frames.shape[1:] or n > self.num_rows:
+            raise ValueError(
+                f"replay of {n} rows of {tuple(state['frames'].shape[1:])} does not fit "
+                f"this run's {self.num_rows} rows of {self.frames.shape[1:]}"
+            )
+        # Row by block, so that a memory-mapped source is read without a full copy.
+        for begin in range(0, n, 4096):
+            end = min(n, begin + 4096)
+            self.frames[begin:end] = state["frames"][begin:end]
         self.actions[:n] = state["actions"]
         self.rewards[:n] = state["rewards"]
         self.flags[:n] = state["flags"]

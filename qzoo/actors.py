@@ -1,0 +1,146 @@
+"""Actors: environments, frame stacking and exploration, turning a policy's actions
+into the rows replay stores.
+
+An `Actor` owns its vector of environments, its frame stacker, one epsilon per
+environment and its own random stream; it asks a `Policy` for actions, chosen on the
+policy's device so that only the actions (and one statistic) cross to the host.
+Training and evaluation are two actors with different streams and epsilons. Nothing
+here touches the learner or the replay, so the same actor can run in a thread or a
+process, with a policy holding a copy of the weights.
+"""
+
+import math
+import time
+
+import numpy as np
+import torch
+
+from qzoo import envs
+from qzoo.explore import epsilon_greedy
+from qzoo.replay.batch import Row
+from qzoo.replay.frames import FrameStacker
+
+
+class Policy:
+    """Epsilon-greedy actions from a Q-network, chosen on the network's device.
+
+    In-process actors share the learner's online network by reference (always the
+    newest weights); an actor elsewhere owns a copy and calls `load_weights`.
+    """
+
+    def __init__(self, network, tau_samples=1):
+        self.network = network
+        self.device = next(network.parameters()).device
+        # IQN acts on the mean over K sampled taus (DQN Zoo's tau_samples_policy).
+        self.tau_samples = tau_samples if network.kind == "implicit_quantile" else None
+
+    def load_weights(self, state_dict):
+        self.network.load_state_dict(state_dict)
+
+    @torch.no_grad()
+    def __call__(self, observation, epsilon, generator):
+        """Actions [N] (numpy int64) for observations [N, ...] and epsilons [N], and
+        the mean over environments of max_a Q (DQN Zoo's state value statistic)."""
+        obs = torch.as_tensor(observation, device=self.device)
+        taus = None
+        if self.tau_samples is not None:
+            taus = torch.rand(len(obs), self.tau_samples, device=self.device, generator=generator)
+        q = self.network(obs, taus, generator=generator).q_values.float()
+        epsilon = torch.as_tensor(epsilon, dtype=torch.float32, device=self.device)
+        actions = epsilon_greedy(q, epsilon, generator)
+        # One device-to-host copy for both (exact: actions are small integers).
+        both = torch.cat([actions.float(), q.max(dim=1).values.mean()[None]]).cpu().numpy()
+        return both[:-1].astype(np.int64), float(both[-1])
+
+
+class EpisodeStats:
+    """Raw (unclipped) returns of the episodes completed in one phase."""
+
+    def __init__(self, num_envs):
+        self.current = np.zeros(num_envs)
+        self.completed = []
+
+    def step(self, step):
+        self.current[step.first] = 0.0
+        self.current += np.where(step.first, 0.0, step.reward)
+        self.completed.extend(self.current[step.last].tolist())
+
+    def mean_return(self):
+        """Mean over completed episodes, else the partial return (DQN Zoo)."""
+        if self.completed:
+            return float(np.mean(self.completed))
+        return float(self.current.mean())
+
+
+class UnbiasedEwma:
+    """Sutton & Barto's unbiased constant-step-size average, stepped per frame
+    (DQN Zoo's UnbiasedExponentialWeightedAverageAgentTracker, step size 1e-3)."""
+
+    def __init__(self, step_size=1e-3):
+        self.step_size, self.trace, self.value = step_size, 0.0, math.nan
+
+    def step(self, x, times=1):
+        for _ in range(times):
+            self.trace += self.step_size * (1.0 - self.trace)
+            beta = self.step_size / self.trace
+            self.value = x if math.isnan(self.value) else (1 - beta) * self.value + beta * x
+
+
+class Actor:
+    """Steps `num_envs` environments with a policy, one phase at a time.
+
+    `epsilon(frame_t)` gives the exploration rate of each environment ([N] or a
+    scalar for all). A phase starts fresh environments seeded from the actor's
+    stream (`start`), emits one `Row` per `step`, and returns its statistics at
+    `stop`. An episode still running when a phase stops is abandoned.
+    """
+
+    def __init__(self, config, info, policy, stream, epsilon, eval_mode=False):
+        self.config, self.info, self.policy, self.stream = config, info, policy, stream
+        self.epsilon, self.eval_mode = epsilon, eval_mode
+        self.num_envs = config.num_envs
+        self._env = None
+
+    def start(self):
+        config, n = self.config, self.num_envs
+        self._env = envs.make(config, n, config.seed, eval_mode=self.eval_mode)
+        self._stacker = FrameStacker(n, self.info.frame_shape, self.info.frame_dtype,
+                                     config.frame_stack)  # fmt: skip
+        self.episodes, self.state_value = EpisodeStats(n), UnbiasedEwma()
+        self.frames = self.agent_steps = 0
+        self._started = time.perf_counter()
+        self._step = self._env.reset(seed=int(self.stream.numpy.integers(1, 2**31)))
+        self._obs = self._stacker.push(self._step.frame, self._step.first)
+
+    def step(self, frame_t=0):
+        """Acts once in every environment. Returns the `Row` of the observations
+        acted on (for replay) and the number of frames the environments advanced."""
+        config, step = self.config, self._step
+        epsilon = np.full(self.num_envs, self.epsilon(frame_t), np.float32)
+        actions, state_value = self.policy(self._obs, epsilon, self.stream.torch)
+        self.state_value.step(state_value, config.action_repeats)
+        reward = np.clip(step.reward, -config.max_abs_reward, config.max_abs_reward)
+        row = Row(step.frame, actions, reward, step.first, step.last,
+                  step.terminated | step.life_loss)  # fmt: skip
+        self._step = self._env.step(actions)
+        self._obs = self._stacker.push(self._step.frame, self._step.first)
+        self.episodes.step(self._step)
+        new_frames = self._step.real_steps * config.action_repeats
+        self.frames += new_frames
+        self.agent_steps += self._step.real_steps
+        return row, new_frames
+
+    def stop(self):
+        """Closes the environments; returns the phase's statistics."""
+        self._env.close()
+        self._env = None
+        duration = time.perf_counter() - self._started
+        frames = self.frames
+        return {
+            "episode_return": self.episodes.mean_return() if frames else math.nan,
+            "num_episodes": len(self.episodes.completed),
+            "frame_rate": frames / duration if frames else math.nan,
+            "steps_per_second": self.agent_steps / duration if frames else math.nan,
+            "state_value": self.state_value.value,
+            "duration": duration,
+        }

@@ -1,0 +1,84 @@
+"""The learner: online and target networks, the optimizer and one objective; one SGD
+step per `learn(batch)` (DQN Zoo's `<agent>/agent.py` `_learn`, for every preset).
+
+It knows nothing of environments or of how replay stores frames: a `Batch` comes
+in, metrics and new priorities go out. Actors get its weights by reference in the
+same process (`online`) or as a state dict elsewhere (`weights()`).
+"""
+
+import copy
+
+import numpy as np
+import torch
+
+from qzoo.networks import make_network
+from qzoo.objectives import make_objective
+from qzoo.optim import clip_by_global_norm_, make_optimizer
+
+
+class Learner:
+    def __init__(self, config, info, observation_shape, device, generator):
+        """`generator`: the learner's torch random stream (noise, taus) on `device`."""
+        self.config = config
+        self.device = torch.device(device)
+        self.online = make_network(config, info, observation_shape).to(self.device)
+        # Target parameters start equal to the online ones (DQN Zoo).
+        self.target = copy.deepcopy(self.online).requires_grad_(False)
+        self.optimizer = make_optimizer(config, self.online.parameters())
+        self.objective = make_objective(config)
+        self.generator = generator
+        self._stats = torch.zeros(3, device=self.device)  # loss sum, q sum, updates
+
+    def learn(self, batch):
+        """One SGD step on a `Batch` from replay.
+
+        Returns the new priorities [B] (numpy) when the batch carries importance
+        weights (prioritized replay), else None.
+        """
+        config = self.config
+        batch = batch.to(self.device)
+        out = self.objective(self.online, self.target, batch, self.generator)
+        per_example = out.loss if batch.weights is None else out.loss * batch.weights
+        loss = per_example.mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.max_global_grad_norm > 0:
+            clip_by_global_norm_(list(self.online.parameters()), config.max_global_grad_norm)
+        self.optimizer.step()
+        # Statistics stay on the device: reading them every step would stall a GPU.
+        with torch.no_grad():
+            self._stats += torch.stack(
+                [loss.detach(), out.q_tm1.detach().mean(), loss.new_ones(())]
+            )
+        if batch.weights is not None:
+            return out.priorities.cpu().numpy()
+        return None
+
+    def update_target(self):
+        """Hard copy online -> target (DQN Zoo's periodic target update)."""
+        self.target.load_state_dict(self.online.state_dict())
+
+    def weights(self):
+        """The online network's parameters as a CPU state dict, for actors that run
+        in another thread, process or machine."""
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.online.state_dict().items()}
+
+    def pop_statistics(self):
+        """Mean loss and mean Q(s_tm1, a_tm1) over updates since the last call."""
+        loss_sum, q_sum, updates = self._stats.tolist()
+        self._stats.zero_()
+        if updates == 0:
+            return {"loss": np.nan, "mean_q": np.nan, "num_updates": 0}
+        return {"loss": loss_sum / updates, "mean_q": q_sum / updates, "num_updates": int(updates)}
+
+    def state_dict(self):
+        return {
+            "online": self.online.state_dict(),
+            "target": self.target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    def load_state_dict(self, state):
+        self.online.load_state_dict(state["online"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])

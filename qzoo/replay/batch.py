@@ -1,0 +1,55 @@
+"""What flows between the parts: rows from actors into replay, batches from replay
+into the learner. Typed structures of arrays, never dicts of strings."""
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+
+class Row(NamedTuple):
+    """One replay row per environment: the newest observation o_t of each of N
+    environments, the action taken at it and how the environment arrived there.
+
+    frame [N, ...]: the newest frame of o_t; action [N]: the action taken at o_t
+    (ignored when o_t is last); reward [N]: the clipped reward on arriving at o_t;
+    first / last [N]: o_t starts / ends an episode; zero_discount [N]: arriving at
+    o_t terminated the episode or lost a life (nothing bootstraps through it).
+    """
+
+    frame: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    zero_discount: np.ndarray
+
+
+class Batch(NamedTuple):
+    """A batch of n-step transitions (DQN Zoo's `s_tm1, a_tm1, r_t, discount_t, s_t`).
+
+    `discount_t` already holds gamma^k: 0 after a termination or a lost life, gamma^k
+    after k steps otherwise. `weights` are importance-sampling weights (None for
+    uniform sampling); `indices` are the replay slots the transitions came from, for
+    priority updates.
+    """
+
+    s_tm1: np.ndarray
+    a_tm1: np.ndarray
+    r_t: np.ndarray
+    discount_t: np.ndarray
+    s_t: np.ndarray
+    weights: np.ndarray | None = None
+    indices: tuple | None = None
+
+    def to(self, device):
+        """The same batch as tensors on `device` (indices stay on the host)."""
+
+        def tensor(x):
+            return None if x is None else torch.as_tensor(x, device=device)
+
+        return self._replace(
+            s_tm1=tensor(self.s_tm1), a_tm1=tensor(self.a_tm1), r_t=tensor(self.r_t),
+            discount_t=tensor(self.discount_t), s_t=tensor(self.s_t),
+            weights=tensor(self.weights),
+        )  # fmt: skip
