@@ -34,8 +34,8 @@ def training(agent, eval_frames):
 @pytest.mark.parametrize("agent", ["dqn", "rainbow", "iqn"])
 def test_evaluation_length_does_not_change_training(agent):
     """Evaluation draws env seeds, exploration, noise and taus from its own stream."""
-    short, short_weights, short_rows = training(agent, 100)
-    long, long_weights, long_rows = training(agent, 400)
+    short, short_weights, short_rows = training(agent, 500)
+    long, long_weights, long_rows = training(agent, 2000)
     assert short == long
     assert all(torch.equal(short_weights[k], long_weights[k]) for k in short_weights)
     assert short_rows[-1]["train_num_updates"] > 0
