@@ -61,7 +61,10 @@ _ATARI_ID = re.compile(
     r"^(?:ALE/)?(?P<game>[A-Za-z0-9]+?)(?P<ram>-ram)?(?:NoFrameskip|Deterministic)?"
     r"-v(?P<version>[045])$"
 )
-_PREPROCESSING = "qzoo's own preprocessing (frame skip 4, max-pool, 84x84 grayscale, stack 4)"
+_PREPROCESSING = (
+    "qzoo's own preprocessing (max-pool, 84x84 grayscale, --action-repeats and --frame-stack, "
+    "4 by default)"
+)
 _ACCEPTED = "an Atari game (pong, PongNoFrameskip-v4, ALE/Pong-v5), minatar/<game> or a "
 _ACCEPTED += "Gymnasium id with discrete actions"
 
