@@ -1,10 +1,12 @@
 """`qzoo bench`: speed and memory figures as JSON lines (never timed assertions).
 
 qzoo bench replay [--capacity N] [--num-envs B] [--batch-size 32] [--seconds S]
-qzoo bench train [--agent dqn] [--env pong] [--frames N] [--num-envs B] [--device D]
-                 [--warmup-transitions 5000] [any train option]
+                  [--n-steps 1] [--prioritized]
+qzoo bench train [--agent dqn] [--env pong] [--frames N] [--warmup-transitions 5000]
+                 [any train option that changes training: --num-envs, --device, ...]
 """
 
+import dataclasses
 import json
 import platform
 import resource
@@ -13,7 +15,39 @@ import time
 import numpy as np
 import torch
 
-from qzoo.errors import UserError
+from qzoo.config import PRESETS, build_config, option
+from qzoo.options import Choice, Int, Real, bad_value
+from qzoo.threads import usable_cores
+
+
+# The command line is parsed in cli.py from these dataclasses, as `qzoo train` is from
+# Config; this module never imports cli.py.
+@dataclasses.dataclass
+class ReplayBench:
+    """The options of `qzoo bench replay`."""
+
+    capacity: int = option(100_000, "replay", "transitions", Int(1, 10**9))
+    num_envs: int = option(1, "replay", "environments writing a row at once", Int(1, 1024))
+    batch_size: int = option(32, "replay", "transitions per sampled batch", Int(1, 65_536))
+    seconds: float = option(3.0, "replay", "seconds each timed loop runs",
+                            Real(0, 3600, low_open=True))  # fmt: skip
+    n_steps: int = option(1, "replay", "n-step returns assembled per sample", Int(1, 1000))
+    prioritized: bool = option(False, "replay", "sum-tree sampling and priority updates")
+
+
+@dataclasses.dataclass
+class TrainBench:
+    """The options of `qzoo bench train` besides the train options it accepts."""
+
+    agent: str = option("dqn", "bench", "the preset to time", Choice(*PRESETS))
+    frames: int = option(20_000, "bench", "frames timed, after the warm-up", Int(1, 10**9))
+    warmup_transitions: int = option(5_000, "bench", "transitions stored before timing "
+                                     "(learning starts there)", Int(1, 10**9))  # fmt: skip
+
+
+# Train options a benchmark never uses: it writes nothing and does not evaluate.
+UNUSED_BY_BENCH = ("run_dir", "tensorboard", "progress", "checkpoint_replay", "eval_frames",
+                   "eval_exploration_epsilon")  # fmt: skip
 
 
 def emit(name, value, unit, **configuration):
@@ -21,8 +55,8 @@ def emit(name, value, unit, **configuration):
 
 
 def _machine():
-    return {"machine": platform.machine(), "cpus": torch.get_num_threads(),
-            "torch": torch.__version__}  # fmt: skip
+    return {"machine": platform.machine(), "cpus": usable_cores(),
+            "threads": torch.get_num_threads(), "torch": torch.__version__}  # fmt: skip
 
 
 def _peak_rss_bytes():
@@ -85,13 +119,43 @@ def bench_replay(capacity=100_000, num_envs=1, batch_size=32, seconds=3.0, n_ste
     emit("replay_peak_rss_growth", _peak_rss_bytes() - rss_before, "bytes", **config)
 
 
+def check_replay_bench(capacity, num_envs, n_steps, **unused):
+    """The replay must hold a stack of 4 and its n-step return per environment."""
+    rows = -(-capacity // num_envs)
+    if n_steps + 4 > rows:
+        raise bad_value("capacity", capacity, f"room for a stack of 4 and --n-steps {n_steps} "
+                        f"in each of the --num-envs {num_envs} columns: at least "
+                        f"{(n_steps + 4) * num_envs}")  # fmt: skip
+
+
 def bench_train(agent="dqn", env="pong", frames=20_000, warmup_transitions=5_000, **options):
-    """Training throughput with the standard settings, after learning has started."""
-    from qzoo.cli import build_config
+    """Training throughput with the standard settings, after learning has started.
+
+    `options` are train options (text or values), as for config.build_config."""
+    from qzoo import threads
+
+    options = {"progress": False, "tensorboard": False, **options, "env": env}
+    config = build_config(agent, options)
+    threads.apply(config)
+    return measure_train(config, frames, warmup_transitions)
+
+
+def check_train_bench(config, warmup_transitions):
+    """The warm-up (and four batches) must fit in the replay."""
+    needed = max(warmup_transitions, config.batch_size * 4)
+    if needed > config.replay_capacity:
+        raise bad_value("warmup_transitions", warmup_transitions,
+                        f"at most --replay-capacity {config.replay_capacity} (the warm-up, "
+                        f"at least 4 x --batch-size, must fit in the replay)")  # fmt: skip
+
+
+def measure_train(config, frames, warmup_transitions):
+    """`frames` frames of training under `config`, timed once the replay holds
+    `warmup_transitions` transitions; emits and returns the rates."""
     from qzoo.loop import Trainer
 
-    options = {"env": env, **{k: str(v) for k, v in options.items()}}
-    config = build_config(agent, options)
+    check_train_bench(config, warmup_transitions)
+    agent = config.agent
     fraction = max(warmup_transitions, config.batch_size * 4) / config.replay_capacity
     config.min_replay_capacity_fraction = fraction
     trainer = Trainer(config)
@@ -118,53 +182,3 @@ def bench_train(agent="dqn", env="pong", frames=20_000, warmup_transitions=5_000
     if device.type == "cuda":
         emit("train_peak_gpu_memory", torch.cuda.max_memory_allocated(device), "bytes", **described)
     return results
-
-
-def _boolean(text):
-    if text.lower() not in ("true", "false", "1", "0"):
-        raise ValueError(text)
-    return text.lower() in ("true", "1")
-
-
-def main(argv):
-    from qzoo.cli import parse_options
-
-    if not argv or argv[0] not in ("replay", "train"):
-        raise UserError(f"bench needs 'replay' or 'train', got {' '.join(argv[:1]) or 'nothing'}")
-    options = parse_options(argv[1:])
-    if argv[0] == "replay":
-        kinds = {"capacity": int, "num_envs": int, "batch_size": int, "seconds": float,
-                 "n_steps": int, "prioritized": _boolean}  # fmt: skip
-        parsed = {}
-        for key, value in options.items():
-            if key not in kinds:
-                raise UserError(
-                    f"bench replay: unknown option --{key.replace('_', '-')}; "
-                    f"expected {', '.join('--' + k.replace('_', '-') for k in kinds)}"
-                )
-            try:
-                parsed[key] = kinds[key](value)
-            except ValueError:
-                raise UserError(
-                    f"bench replay: --{key.replace('_', '-')}: bad value {value!r}"
-                ) from None
-            if parsed[key] is not True and parsed[key] <= 0 and kinds[key] is not _boolean:
-                raise UserError(
-                    f"bench replay: --{key.replace('_', '-')}: bad value {value!r}; "
-                    "expected a positive number"
-                )
-        bench_replay(**parsed)
-    else:
-        agent = options.pop("agent", "dqn")
-        for key in ("frames", "warmup_transitions"):
-            if key in options:
-                try:
-                    options[key] = int(options[key])
-                except ValueError:
-                    raise UserError(
-                        f"bench train: --{key.replace('_', '-')}: bad value "
-                        f"{options[key]!r}; expected an integer"
-                    ) from None
-        options.setdefault("progress", "false")
-        options.setdefault("tensorboard", "false")
-        bench_train(agent, **options)

@@ -8,7 +8,8 @@ A run's config is built in layers, later ones winning:
      so the domain's scale (periods, replay, exploration) replaces the preset's Atari
      scale, while the preset's algorithm (double Q, shared bias, ...) stays. This is a
      deliberate qzoo addition, documented in the README.
-  4. The user's overrides.
+  4. What an environment id implies (ALE/Pong-v5: sticky actions, so --protocol machado).
+  5. The user's overrides.
 
 Presets are data: the difference between two agents is the difference of two dicts.
 Every schedule is in environment frames, as in DQN Zoo.
@@ -16,79 +17,138 @@ Every schedule is in environment frames, as in DQN Zoo.
 
 import dataclasses
 import json
-import math
+import os
+import sys
 
+from qzoo import options as options_lib
 from qzoo.errors import UserError, closest
+from qzoo.options import Bool, Choice, Int, Real, Text
+
+GROUPS = ("env", "network", "loss", "replay", "optimizer", "schedule", "run")
+
+
+def option(default, group, help, domain=None):
+    """A Config field with its `--help` group, one-line meaning and accepted values."""
+    if domain is None:
+        domain = Bool() if isinstance(default, bool) else None
+    return dataclasses.field(
+        default=default, metadata={"group": group, "help": help, "domain": domain}
+    )
+
+
+UNIT = Real(0, 1)  # probabilities, exponents, fractions
+POSITIVE = Real(0, low_open=True)
+NON_NEGATIVE = Real(0)  # 0 switches a clip off
+SIZE = Int(1, 10_000)  # atoms, quantiles, tau samples, hidden units
 
 
 @dataclasses.dataclass
 class Config:
-    agent: str = "dqn"
-    env: str = "pong"
-    protocol: str = "dqn_zoo"  # or "machado": sticky actions 0.25, no life-loss signal.
-    seed: int = 1
-    run_dir: str = ""  # default: runs/<agent>-<env>-<seed>
-    device: str = "auto"  # auto | cpu | cuda
-    # Run loop (DQN Zoo: iterations 0..200, iteration 0 evaluates only).
-    iterations: int = 200
-    train_frames: int = 1_000_000  # per iteration
-    eval_frames: int = 500_000  # per iteration
-    num_envs: int = 1  # environments stepped together; 1 is DQN Zoo's single stream
-    max_frames_per_episode: int = 108_000  # 30 minutes; truncation bootstraps
-    # Environment / preprocessing.
-    action_repeats: int = 4
-    frame_stack: int = 4
-    max_abs_reward: float = 1.0  # clip of the summed reward over the action repeats
-    # Replay.
-    replay_capacity: int = 1_000_000  # transitions
-    min_replay_capacity_fraction: float = 0.05  # learning starts at this fill
-    batch_size: int = 32
-    n_steps: int = 1
-    # Learning.
-    discount: float = 0.99
-    learn_period: int = 16  # frames between SGD steps
-    target_network_update_period: int = 40_000  # frames between hard target copies
-    optimizer: str = "rmsprop_centered"  # or "adam"
-    learning_rate: float = 2.5e-4
-    optimizer_epsilon: float = 0.01 / 32**2  # inside the square root for RMSProp
-    rmsprop_decay: float = 0.95
-    grad_error_bound: float = 1.0 / 32  # TD-error gradient clip; 0 disables
-    max_global_grad_norm: float = 0.0  # 0 disables
-    double_q: bool = False  # greedy action at s_t from the online network
-    shared_bias: bool = False  # one scalar bias for all actions in the last layer
-    dueling: bool = False  # value and advantage streams (Wang et al. 2016)
-    noisy: bool = False  # factorised noisy linear layers (Fortunato et al. 2018)
-    noisy_weight_init: float = 0.1  # sigma starts at this / sqrt(fan_in)
-    torso: str = "auto"  # auto | nature_cnn | minatar_cnn | mlp
-    mlp_hidden: int = 64
-    # Return distribution: none | categorical (C51) | quantile (QR-DQN) |
-    # implicit_quantile (IQN).
-    distribution: str = "none"
-    num_atoms: int = 51
-    vmax: float = 10.0  # categorical support: linspace(-vmax, vmax, num_atoms)
-    num_quantiles: int = 201
-    huber_param: float = 1.0  # quantile regression's Huber kappa (0: absolute error)
-    tau_latent_dim: int = 64
-    tau_samples_policy: int = 64  # IQN: taus per action selection (K)
-    tau_samples_s_tm1: int = 64  # IQN: taus for the online distribution (N)
-    tau_samples_s_t: int = 64  # IQN: taus for the target distribution (N')
-    # Prioritized replay (Schaul et al. 2016), with DQN Zoo's semantics.
-    prioritized: bool = False
-    priority_exponent: float = 0.6
-    importance_sampling_exponent_begin_value: float = 0.4
-    importance_sampling_exponent_end_value: float = 1.0
-    uniform_sample_probability: float = 1e-3
-    normalize_weights: bool = True
-    # Exploration (epsilon-greedy). Begins after min replay, decays over
-    # fraction x iterations x train_frames frames.
-    exploration_epsilon_begin_value: float = 1.0
-    exploration_epsilon_end_value: float = 0.1
-    exploration_epsilon_decay_frame_fraction: float = 0.02
-    eval_exploration_epsilon: float = 0.05
-    # Output.
-    checkpoint_replay: bool = True  # DQN Zoo checkpoints the replay; needed for exact resume
-    tensorboard: bool = True
-    progress: bool = True
+    # fmt: off
+    agent: str = option("dqn", "run", "the preset (qzoo agents lists them)", Text())
+    # Environment and preprocessing.
+    env: str = option("pong", "env", "Atari game (pong, ALE/Pong-v5, PongNoFrameskip-v4), "
+                      "minatar/<game> or a Gymnasium id",
+                      Text(describe="an Atari game (pong), minatar/<game> or a Gymnasium id"))
+    protocol: str = option("dqn_zoo", "env", "Atari protocol; machado: sticky actions 0.25, "
+                           "no life-loss signal", Choice("dqn_zoo", "machado"))
+    num_envs: int = option(1, "env", "environments stepped together (1: DQN Zoo's single "
+                           "stream)", Int(1, 1024))
+    action_repeats: int = option(4, "env", "frames per agent step (Atari only)", Int(1, 100))
+    frame_stack: int = option(4, "env", "frames stacked into one observation", Int(1, 64))
+    max_abs_reward: float = option(1.0, "env", "learning clips the reward summed over the "
+                                   "repeats to [-x, x]", POSITIVE)
+    max_frames_per_episode: int = option(108_000, "env", "episode cap in frames, a truncation "
+                                         "that bootstraps (0: none)", Int(0, 10**9))
+    # Network.
+    torso: str = option("auto", "network", "auto: nature_cnn on Atari, minatar_cnn on "
+                        "MinAtar, mlp elsewhere", Choice("auto", "nature_cnn", "minatar_cnn",
+                                                         "mlp"))
+    mlp_hidden: int = option(64, "network", "units in each of the mlp torso's two layers", SIZE)
+    dueling: bool = option(False, "network", "value and advantage streams (Wang et al. 2016)")
+    noisy: bool = option(False, "network", "factorised noisy linear layers in the head "
+                         "(Fortunato et al. 2018)")
+    noisy_weight_init: float = option(0.1, "network", "noisy sigma starts at this / "
+                                      "sqrt(fan_in)", POSITIVE)
+    shared_bias: bool = option(False, "network", "one scalar bias for all actions in the last "
+                               "layer (tuned Double DQN)")
+    tau_latent_dim: int = option(64, "network", "IQN: cosine features of each tau", SIZE)
+    # Loss: the TD target and the return distribution.
+    distribution: str = option("none", "loss", "none (Q-values), categorical (C51), quantile "
+                               "(QR-DQN) or implicit_quantile (IQN)",
+                               Choice("none", "categorical", "quantile", "implicit_quantile"))
+    discount: float = option(0.99, "loss", "per-step discount gamma", UNIT)
+    n_steps: int = option(1, "loss", "steps of reward before bootstrapping", Int(1, 1000))
+    double_q: bool = option(False, "loss", "greedy action at s_t from the online network")
+    grad_error_bound: float = option(1.0 / 32, "loss", "TD-error gradient clip of "
+                                     "--distribution none (0: Huber loss instead)", NON_NEGATIVE)
+    num_atoms: int = option(51, "loss", "C51: atoms of the categorical support", Int(2, 10_000))
+    vmax: float = option(10.0, "loss", "C51: support is linspace(-vmax, vmax, num_atoms)",
+                         POSITIVE)
+    num_quantiles: int = option(201, "loss", "QR-DQN: quantiles per action", SIZE)
+    huber_param: float = option(1.0, "loss", "quantile regression's Huber kappa (0: absolute "
+                                "error)", NON_NEGATIVE)
+    tau_samples_policy: int = option(64, "loss", "IQN: taus per action selection (K)", SIZE)
+    tau_samples_s_tm1: int = option(64, "loss", "IQN: taus of the online distribution (N)",
+                                    SIZE)
+    tau_samples_s_t: int = option(64, "loss", "IQN: taus of the target distribution (N')", SIZE)
+    # Replay; prioritized replay (Schaul et al. 2016) with DQN Zoo's semantics.
+    replay_capacity: int = option(1_000_000, "replay", "transitions kept", Int(1, 10**9))
+    min_replay_capacity_fraction: float = option(0.05, "replay", "learning starts once the "
+                                                 "replay is this full",
+                                                 Real(0, 1, low_open=True))
+    batch_size: int = option(32, "replay", "transitions per SGD step", Int(1, 65_536))
+    prioritized: bool = option(False, "replay", "proportional prioritized replay")
+    priority_exponent: float = option(0.6, "replay", "alpha: priorities are |TD|^alpha", UNIT)
+    importance_sampling_exponent_begin_value: float = option(0.4, "replay", "beta at the "
+                                                             "start, annealed over the run", UNIT)
+    importance_sampling_exponent_end_value: float = option(1.0, "replay", "beta at the end of "
+                                                           "the run", UNIT)
+    uniform_sample_probability: float = option(1e-3, "replay", "mix of uniform sampling into "
+                                               "the priorities", UNIT)
+    normalize_weights: bool = option(True, "replay", "divide importance weights by their max")
+    # Optimizer.
+    optimizer: str = option("rmsprop_centered", "optimizer", "rmsprop_centered (DQN Zoo's, "
+                            "eps inside the root) or adam", Choice("rmsprop_centered", "adam"))
+    learning_rate: float = option(2.5e-4, "optimizer", "step size",
+                                  Real(0, 1, low_open=True))
+    optimizer_epsilon: float = option(0.01 / 32**2, "optimizer", "epsilon (inside the square "
+                                      "root for RMSProp)", Real(0, 1, low_open=True))
+    rmsprop_decay: float = option(0.95, "optimizer", "RMSProp's moving-average decay",
+                                  Real(0, 1, low_open=True))
+    max_global_grad_norm: float = option(0.0, "optimizer", "clip the gradient's global norm "
+                                         "(0: off)", NON_NEGATIVE)
+    # Schedule, in environment frames (DQN Zoo: iterations 0..200, 0 evaluates only).
+    iterations: int = option(200, "schedule", "train-then-evaluate iterations after "
+                             "iteration 0", Int(1, 100_000))
+    train_frames: int = option(1_000_000, "schedule", "training frames per iteration",
+                               Int(1, 10**10))
+    eval_frames: int = option(500_000, "schedule", "evaluation frames per iteration",
+                              Int(1, 10**10))
+    learn_period: int = option(16, "schedule", "frames between SGD steps", Int(1, 10**9))
+    target_network_update_period: int = option(40_000, "schedule", "frames between target "
+                                               "network copies", Int(1, 10**10))
+    # Epsilon-greedy: from min replay on, decays over fraction x iterations x train_frames.
+    exploration_epsilon_begin_value: float = option(1.0, "schedule", "epsilon before the "
+                                                    "decay", UNIT)
+    exploration_epsilon_end_value: float = option(0.1, "schedule", "epsilon after the decay",
+                                                  UNIT)
+    exploration_epsilon_decay_frame_fraction: float = option(0.02, "schedule", "decay length "
+                                                             "as a fraction of the run", UNIT)
+    eval_exploration_epsilon: float = option(0.05, "schedule", "epsilon when evaluating", UNIT)
+    # Run.
+    seed: int = option(1, "run", "seed of every random stream",
+                       Int(0, 2**32 - 1, "an integer in [0, 2^32)"))
+    run_dir: str = option("", "run", "run folder; '' means runs/<agent>-<env>-<seed>",
+                          Text(empty_ok=True, describe="a path"))
+    device: str = option("auto", "run", "auto: cuda if PyTorch sees a GPU, else cpu",
+                         Choice("auto", "cpu", "cuda"))
+    threads: int = option(0, "run", "PyTorch CPU threads (0: auto, see README)", Int(0, 1024))
+    checkpoint_replay: bool = option(True, "run", "checkpoint the replay (needed for an exact "
+                                     "resume)")
+    tensorboard: bool = option(True, "run", "write TensorBoard events")
+    progress: bool = option(True, "run", "show a progress bar")
+    # fmt: on
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -267,123 +327,59 @@ DOMAIN_DEFAULTS = {
 }
 
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
-CHOICES = {
-    "protocol": ("dqn_zoo", "machado"),
-    "optimizer": ("rmsprop_centered", "adam"),
-    "torso": ("auto", "nature_cnn", "minatar_cnn", "mlp"),
-    "distribution": ("none", "categorical", "quantile", "implicit_quantile"),
-    "device": ("auto", "cpu", "cuda"),
-}
-POSITIVE_INTS = (
-    "iterations", "train_frames", "eval_frames", "num_envs", "action_repeats",
-    "frame_stack", "replay_capacity", "batch_size", "n_steps", "learn_period",
-    "target_network_update_period", "mlp_hidden", "num_atoms", "num_quantiles",
-    "tau_latent_dim", "tau_samples_policy", "tau_samples_s_tm1", "tau_samples_s_t",
-)  # fmt: skip
 
 
-def parse_value(name, text):
-    """Parses a command-line string into the type of Config field `name`."""
-    if name not in FIELDS:
-        hint = closest(name, FIELDS)
-        raise UserError(
-            f"unknown option --{name.replace('_', '-')}"
-            + (f"; did you mean --{hint[0].replace('_', '-')}?" if hint else "")
-        )
-    kind = type(FIELDS[name].default)
-    try:
-        if kind is bool:
-            lowered = str(text).lower()
-            if lowered not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError
-            return lowered in ("true", "1", "yes")
-        value = kind(text) if kind is not int else int(float(text))
-        if kind is int and float(text) != value:
-            raise ValueError
-        return value
-    except ValueError:
-        raise UserError(
-            f"--{name.replace('_', '-')}: bad value {text!r}; expected {kind.__name__}"
-        ) from None
-
-
-def validate(config):
-    """Raises UserError naming the first bad value in `config`."""
-    for name, allowed in CHOICES.items():
-        if getattr(config, name) not in allowed:
-            raise UserError(
-                f"--{name.replace('_', '-')}: bad value {getattr(config, name)!r}; "
-                f"expected one of {', '.join(allowed)}"
-            )
-    for name in POSITIVE_INTS:
-        if getattr(config, name) < 1:
-            raise UserError(
-                f"--{name.replace('_', '-')}: bad value {getattr(config, name)}; "
-                "expected a positive integer"
-            )
-    unit_interval = "a number in [0, 1]"
-    # name -> (whether the value is acceptable, what is accepted)
-    checks = {
-        "discount": (0 <= config.discount <= 1, unit_interval),
-        "learning_rate": (
-            config.learning_rate > 0 and math.isfinite(config.learning_rate),
-            "a finite number > 0",
-        ),
-        "min_replay_capacity_fraction": (
-            0 < config.min_replay_capacity_fraction <= 1,
-            "a number in (0, 1]",
-        ),
-        "exploration_epsilon_end_value": (
-            0 <= config.exploration_epsilon_end_value <= 1,
-            unit_interval,
-        ),
-        "eval_exploration_epsilon": (0 <= config.eval_exploration_epsilon <= 1, unit_interval),
-        "max_frames_per_episode": (config.max_frames_per_episode >= 0, "an integer >= 0"),
-        "grad_error_bound": (config.grad_error_bound >= 0, "a number >= 0 (0: off)"),
-        "max_global_grad_norm": (config.max_global_grad_norm >= 0, "a number >= 0 (0: off)"),
-        "vmax": (config.vmax > 0, "a number > 0"),
-        "num_atoms": (config.num_atoms >= 2, "an integer >= 2"),
-        "huber_param": (config.huber_param >= 0, "a number >= 0"),
-        "priority_exponent": (config.priority_exponent >= 0, "a number >= 0"),
-        "importance_sampling_exponent_begin_value": (
-            0 <= config.importance_sampling_exponent_begin_value <= 1,
-            unit_interval,
-        ),
-        "importance_sampling_exponent_end_value": (
-            0 <= config.importance_sampling_exponent_end_value <= 1,
-            unit_interval,
-        ),
-        "uniform_sample_probability": (0 <= config.uniform_sample_probability <= 1, unit_interval),
-        "noisy_weight_init": (config.noisy_weight_init > 0, "a number > 0"),
-    }
-    for name, (ok, accepted) in checks.items():
-        if not ok:
-            raise UserError(
-                f"--{name.replace('_', '-')}: bad value {getattr(config, name)}; "
-                f"expected {accepted}"
-            )
-    if config.min_replay_size < config.batch_size:
-        raise UserError(
-            f"--min-replay-capacity-fraction: {config.min_replay_capacity_fraction} of "
-            f"{config.replay_capacity} is fewer transitions than --batch-size "
-            f"{config.batch_size}"
-        )
-
-
-def make_config(agent, env, domain, overrides):
-    """Builds the Config for `agent` on `env` (whose domain is given), plus overrides.
-
-    `overrides` maps field names to already-parsed values.
-    """
+def check_agent(agent):
+    """Raises UserError unless `agent` names a preset."""
     if agent not in PRESETS:
         hint = closest(agent, PRESETS)
         raise UserError(
             f"unknown agent {agent!r}; expected one of {', '.join(PRESETS)}"
-            + (f" (did you mean {hint[0]!r}?)" if hint else "")
+            + (f" (did you mean {hint[0]}?)" if hint else "")
         )
-    values = dict(PRESETS[agent]["overrides"])
-    values.update(DOMAIN_DEFAULTS.get(domain, {}))
-    values.update(overrides)
-    config = Config(agent=agent, env=env, **values)
-    validate(config)
+
+
+def build_config(agent, options, strict=False):
+    """The Config of `agent` with `options` ({field name: text or value}) over the
+    preset and the environment's domain defaults, checked before any work starts.
+
+    `options["env"]` may be any name envs.interpret accepts (PongNoFrameskip-v4,
+    ALE/Pong-v5, ...); a one-line note on stderr says how such a name is mapped. With
+    `strict` (the command line), options that would have no effect for this agent and
+    environment are refused; without it (scripts), one options dict may serve several
+    agents, and those options are merely unused.
+    """
+    from qzoo import envs
+
+    check_agent(agent)
+    options = {name: value for name, value in options.items() if name != "agent"}
+    given = list(options) if strict else None
+    for name in options:
+        if name not in FIELDS:
+            hint = closest(name, FIELDS)
+            raise UserError(
+                f"unknown option {options_lib.flag(name)}"
+                + (f"; did you mean {options_lib.flag(hint[0])}?" if hint else "")
+            )
+    env = options_lib.parse(FIELDS["env"], options.pop("env", Config.env))
+    domain, env, implied, note = envs.interpret(env)
+    parsed = {name: options_lib.parse(FIELDS[name], value) for name, value in options.items()}
+    config = make_config(agent, env, domain, {**implied, **parsed}, given)
+    if note:  # only for a config that will run: a refusal stays one line
+        print(f"qzoo: note: {note}", file=sys.stderr)
     return config
+
+
+def make_config(agent, env, domain, overrides, given=None):
+    """The layers of the module docstring for `agent` on canonical `env` of `domain`,
+    with `overrides` (typed values) on top; validated (options.validate, with `given`)."""
+    check_agent(agent)
+    values = {**PRESETS[agent]["overrides"], **DOMAIN_DEFAULTS.get(domain, {}), **overrides}
+    config = Config(agent=agent, env=env, **values)
+    options_lib.validate(config, domain, given)
+    return config
+
+
+def default_run_dir(config):
+    """runs/<agent>-<env>-<seed>, with the env's slashes (minatar/breakout) made safe."""
+    return os.path.join("runs", f"{config.agent}-{config.env.replace('/', '_')}-{config.seed}")

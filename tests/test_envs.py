@@ -1,10 +1,12 @@
 """Environment contract on real ALE games, MinAtar and Gymnasium."""
 
+import re
+
 import numpy as np
 import pytest
 
 from qzoo import envs
-from qzoo.config import Config, make_config
+from qzoo.config import Config, build_config, make_config
 from qzoo.errors import UserError
 
 
@@ -18,8 +20,53 @@ def test_resolve_names():
     assert envs.resolve("minatar/breakout") == ("minatar", "minatar/breakout")
     assert envs.resolve("MinAtar/SpaceInvaders-v1") == ("minatar", "minatar/space_invaders")
     assert envs.resolve("CartPole-v1") == ("gym", "CartPole-v1")
-    with pytest.raises(UserError, match="closest: space_invaders"):
+    with pytest.raises(UserError, match=r"did you mean space_invaders\?"):
         envs.resolve("space_invader")
+
+
+@pytest.mark.parametrize(
+    "name, game, protocol",
+    [
+        ("PongNoFrameskip-v4", "pong", "dqn_zoo"),
+        ("Pong-v4", "pong", "dqn_zoo"),
+        ("PongDeterministic-v4", "pong", "dqn_zoo"),
+        ("ALE/Pong-v5", "pong", "machado"),  # v5 (and v0) ids have sticky actions
+        ("Pong-v0", "pong", "machado"),
+        ("SpaceInvadersNoFrameskip-v4", "space_invaders", "dqn_zoo"),
+        ("ALE/MontezumaRevenge-v5", "montezuma_revenge", "machado"),
+    ],
+)
+def test_gymnasium_atari_ids_map_to_the_game_with_a_note(name, game, protocol, capsys):
+    domain, canonical, implied, note = envs.interpret(name)
+    assert (domain, canonical, implied) == ("atari", game, {"protocol": protocol})
+    assert name in note and f"--protocol {protocol}" in note
+    config = build_config("dqn", {"env": name})
+    assert (config.env, config.protocol) == (game, protocol)
+    assert capsys.readouterr().err == f"qzoo: note: {note}\n"
+    # The user's --protocol wins over what the id implies.
+    assert build_config("dqn", {"env": name, "protocol": "dqn_zoo"}).protocol == "dqn_zoo"
+
+
+@pytest.mark.parametrize(
+    "name", ["pong", "Pong", "PONG", "SpaceInvaders", "space-invaders", "space invaders"]
+)
+def test_game_names_in_any_spelling(name):
+    assert envs.interpret(name)[0] == "atari" and envs.interpret(name)[3] is None
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["ponng", "ALE/Pongg-v5", "ALE/Pong-ram-v5", "Pong-ramNoFrameskip-v4", "cartpole-v1",
+     "minatar/breakot", "MountainCarContinuous-v0", "acrobot", "spaceinvader"],
+)  # fmt: skip
+def test_a_refused_name_suggests_one_that_works(name):
+    with pytest.raises(UserError) as refused:
+        envs.interpret(name)
+    message = str(refused.value)
+    assert message.startswith(f"--env: bad value {name}") or name in message
+    suggestion = re.search(r"did you mean (\S+)\?\)$", message)[1]
+    canonical = envs.interpret(suggestion)[1]
+    build_config("dqn", {"env": canonical}, strict=True)
 
 
 def test_pong_protocol_shapes_and_minimal_actions():

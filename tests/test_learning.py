@@ -10,7 +10,7 @@ DQN Zoo's own smoke tests do, so that each test takes about a minute on 2 cores.
 
 import pytest
 
-from qzoo.cli import build_config
+from qzoo.config import build_config
 from qzoo.loop import Trainer, run
 
 SMALLER = {

@@ -119,7 +119,7 @@ def test_state_round_trip_continues_identically(agent):
 
     import torch
 
-    from qzoo.cli import build_config
+    from qzoo.config import build_config
     from qzoo.loop import Trainer
 
     options = {"env": "CartPole-v1", "iterations": "3", "train_frames": "400",

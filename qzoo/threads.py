@@ -1,0 +1,56 @@
+"""How many CPU threads PyTorch may use (`--threads`).
+
+PyTorch's default is one thread per core. Two runs on one machine then ask for twice
+the cores there are, and OpenMP's threads wait for each other at every operation
+while the scheduler runs the other run's: on a 2-core machine two DQN runs on Pong
+went from 50 agent steps/s each to a few (BENCHMARKS.md). So qzoo sizes the threads
+to the work instead, unless told otherwise:
+
+- `--threads N` (N >= 1): exactly N.
+- `--threads 0` (auto) with OMP_NUM_THREADS set: PyTorch's own choice, which follows it.
+- auto otherwise: 1 for the small networks (mlp, minatar_cnn), whose operations are
+  too short to share, and on a GPU, where the CPU only steps environments; for the
+  Nature CNN on the CPU, half the cores (at most 4), leaving the rest to the
+  environments and to other runs.
+
+The count depends only on the config and the machine, never on the load, so that a
+resumed run uses the same count (results on the CPU can depend on it).
+"""
+
+import os
+
+from qzoo.options import resolved_torso
+
+
+def usable_cores():
+    """Cores this process may run on (affinity and cgroup-limited sets included)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def auto_threads(config, domain, cuda):
+    """The thread count `--threads 0` stands for (see the module docstring)."""
+    if cuda or resolved_torso(config, domain) != "nature_cnn":
+        return 1
+    return max(1, min(4, usable_cores() // 2))
+
+
+def apply(config):
+    """Sets PyTorch's intra-op (and, once per process, inter-op) thread counts for
+    `config`; returns the intra-op count."""
+    import torch
+
+    from qzoo import envs
+
+    if config.threads == 0 and "OMP_NUM_THREADS" in os.environ:
+        return torch.get_num_threads()
+    cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+    n = config.threads or auto_threads(config, envs.resolve(config.env)[0], cuda)
+    torch.set_num_threads(n)
+    try:
+        torch.set_num_interop_threads(n)
+    except RuntimeError:  # only possible before the first parallel work of a process
+        pass
+    return n

@@ -1,0 +1,224 @@
+"""Bad input, tried as a new user would: every case is one line on stderr naming the bad
+value, exit code 2, no traceback, and nothing written. Also --help and --version."""
+
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from qzoo import config as config_lib
+from qzoo.cli import main
+from qzoo.options import flag, shown
+
+NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+CARTPOLE = ["--env", "CartPole-v1"]
+
+# (argv after `qzoo`, a fragment of the error line that names the bad value)
+TRAIN = [
+    # The issue's examples, literally.
+    (["train", "dqn", "--max-abs-reward", "nan"], "--max-abs-reward: bad value nan; expected"),
+    (["train", "dqn", "--rmsprop-decay", "2"], "--rmsprop-decay: bad value 2; expected"),
+    (["train", "c51", "--vmax", "inf"], "--vmax: bad value inf; expected a finite number > 0"),
+    (["train", "dqn", "--vmax", "inf"], "--vmax: bad value inf"),
+    (["train", "dqn", "--n-steps", "100000"], "--n-steps: bad value 100000; expected"),
+    (["train", "dqn", "--iterations", "1e30"], "--iterations: bad value 1e30; expected"),
+    (["train", "dqn", "--env", ""], "--env: bad value ''; expected"),
+    pytest.param(["train", "dqn", "--device", "cuda"], "--device: bad value cuda", marks=NO_GPU),
+    # Unknown, misspelt, abbreviated, missing and mistyped options.
+    (["train", "dqn", "--frobnicate", "1"], "unknown option --frobnicate"),
+    (["train", "dqn", "--learnig-rate", "1e-4"], "--learnig-rate; did you mean --learning-rate?"),
+    (["train", "dqn", "--learning", "1e-4"], "unknown option --learning; did you mean"),
+    (["train", "dqn", "--replay", "1000"], "unknown option --replay"),
+    (["train", "dqn", "--seed"], "--seed: needs a value"),
+    (["train", "dqn", "--seed", "x"], "--seed: bad value x; expected an integer"),
+    (["train", "dqn", "--num-envs", "2.5"], "--num-envs: bad value 2.5"),
+    (["train", "dqn", "--learning-rate", "fast"], "--learning-rate: bad value fast"),
+    (["train", "dqn", "--double-q", "maybe"], "--double-q: bad value maybe; expected true or false"),
+    (["train", "dqn", "--no-double-q", "false"], "--no-double-q takes no value"),
+    (["train", "dqn", "extra"], "unexpected argument 'extra'"),
+    (["train", "rainbw"], "unknown agent 'rainbw'"),
+    (["train"], "train needs an agent"),
+    (["train", "--seed", "1"], "train needs an agent"),
+    # Domains.
+    (["train", "dqn", "--discount", "2"], "--discount: bad value 2; expected a number in [0, 1]"),
+    (["train", "dqn", "--learning-rate", "-1"], "--learning-rate: bad value -1"),
+    (["train", "dqn", "--learning-rate", "0"], "--learning-rate: bad value 0"),
+    (["train", "dqn", "--optimizer-epsilon", "0"], "--optimizer-epsilon: bad value 0"),
+    (["train", "dqn", "--max-global-grad-norm", "inf"], "--max-global-grad-norm: bad value inf"),
+    (["train", "dqn", "--exploration-epsilon-end-value", "1.5"], "end-value: bad value 1.5"),
+    (["train", "dqn", "--eval-exploration-epsilon", "-0.1"], "epsilon: bad value -0.1"),
+    (["train", "dqn", "--exploration-epsilon-decay-frame-fraction", "2"], "fraction: bad value 2"),
+    (["train", "dqn", "--min-replay-capacity-fraction", "0"], "fraction: bad value 0"),
+    (["train", "dqn", "--seed", "-1"], "--seed: bad value -1; expected an integer in [0, 2^32)"),
+    (["train", "dqn", "--seed", "4294967296"], "--seed: bad value 4294967296"),
+    (["train", "dqn", "--batch-size", "0"], "--batch-size: bad value 0"),
+    (["train", "dqn", "--replay-capacity", "1e400"], "--replay-capacity: bad value 1e400"),
+    (["train", "dqn", "--frame-stack", "0"], "--frame-stack: bad value 0"),
+    (["train", "dqn", "--learn-period", "0"], "--learn-period: bad value 0"),
+    (["train", "dqn", "--target-network-update-period", "-5"], "period: bad value -5"),
+    (["train", "dqn", "--threads", "-1"], "--threads: bad value -1"),
+    (["train", "dqn", "--tensorboard", "maybe"], "--tensorboard: bad value maybe"),
+    (["train", "dqn", "--optimizer", "sgd"], "--optimizer: bad value sgd; expected one of"),
+    (["train", "dqn", "--distribution", "gaussian"], "--distribution: bad value gaussian"),
+    (["train", "dqn", "--protocol", "sticky"], "expected one of dqn_zoo, machado"),
+    (["train", "prioritized", "--priority-exponent", "2"], "--priority-exponent: bad value 2"),
+    (["train", "prioritized", "--uniform-sample-probability", "nan"], "probability: bad value nan"),
+    (["train", "prioritized", "--importance-sampling-exponent-begin-value", "2"], "bad value 2"),
+    (["train", "rainbow", "--noisy-weight-init", "0"], "--noisy-weight-init: bad value 0"),
+    (["train", "c51", "--num-atoms", "1"], "--num-atoms: bad value 1"),
+    (["train", "c51", "--vmax", "0"], "--vmax: bad value 0"),
+    (["train", "qrdqn", "--huber-param", "-1"], "--huber-param: bad value -1"),
+    (["train", "dqn", "--max-abs-reward", "-1"], "--max-abs-reward: bad value -1"),
+    # Relations between options.
+    (["train", "dqn", "--min-replay-capacity-fraction", "1e-6"], "fraction: bad value 1e-06; expected"),
+    (["train", "dqn", "--train-frames", "2"], "--train-frames: bad value 2"),
+    (["train", "dqn", "--num-envs", "8", "--eval-frames", "16"], "--eval-frames: bad value 16"),
+    (["train", "dqn", "--max-frames-per-episode", "3"], "--max-frames-per-episode: bad value 3"),
+    (["train", "dqn", *CARTPOLE, "--replay-capacity", "1000", "--num-envs", "100",
+      "--min-replay-capacity-fraction", "0.1", "--n-steps", "10"], "--n-steps: bad value 10"),
+    (["train", "dqn", *CARTPOLE, "--action-repeats", "4"], "--action-repeats: bad value 4"),
+    (["train", "dqn", *CARTPOLE, "--torso", "nature_cnn"], "--torso: bad value nature_cnn"),
+    (["train", "dqn", "--env", "minatar/breakout", "--torso", "nature_cnn"], "bad value nature"),
+    # Options that would have no effect for this agent and environment.
+    (["train", "c51", "--grad-error-bound", "0.5"], "--grad-error-bound: bad value 0.5"),
+    (["train", "dqn", "--distribution", "categorical"],
+     "--distribution categorical: dqn's --grad-error-bound 0.03125 would have no effect"),
+    (["train", "dqn", "--shared-bias", "--dueling"], "--shared-bias: bad value true"),
+    (["train", "rainbow", "--shared-bias"], "--shared-bias: bad value true"),
+    (["train", "double_q", "--dueling"], "--dueling true: double_q's --shared-bias true"),
+    (["train", "dqn", "--num-atoms", "21"], "--num-atoms: bad value 21; expected no --num-atoms"),
+    (["train", "dqn", "--tau-samples-policy", "8"], "--tau-samples-policy: bad value 8"),
+    (["train", "rainbow", "--num-quantiles", "8"], "--num-quantiles: bad value 8"),
+    (["train", "dqn", "--noisy-weight-init", "0.5"], "--noisy-weight-init: bad value 0.5"),
+    (["train", "dqn", "--priority-exponent", "0.5"], "--priority-exponent: bad value 0.5"),
+    (["train", "c51", "--rmsprop-decay", "0.9"], "--rmsprop-decay: bad value 0.9"),
+    (["train", "dqn", "--mlp-hidden", "128"], "--mlp-hidden: bad value 128"),
+    (["train", "dqn", *CARTPOLE, "--protocol", "machado"], "--protocol: bad value machado"),
+    # Environments.
+    (["train", "dqn", "--env", "ponng"], "--env: bad value ponng; expected"),
+    (["train", "dqn", "--env", "ALE/Pong-ram-v5"], "--env: bad value ALE/Pong-ram-v5"),
+    (["train", "dqn", "--env", "MountainCarContinuous-v0"], "expected discrete actions"),
+    (["train", "dqn", "--env", "minatar/breakot"], "did you mean minatar/breakout?"),
+    (["train", "dqn", "--env", "cartpole-v1"], "did you mean CartPole-v1?"),
+]  # fmt: skip
+
+BENCH = [
+    (["bench"], "bench needs replay or train, got nothing"),
+    (["bench", "frobnicate"], "bench needs replay or train, got frobnicate"),
+    (["bench", "replay", "--capacity", "0"], "--capacity: bad value 0"),
+    (["bench", "replay", "--capacity", "3"], "--capacity: bad value 3; expected room"),
+    (["bench", "replay", "--seconds", "nan"], "--seconds: bad value nan"),
+    (["bench", "replay", "--prioritized", "maybe"], "--prioritized: bad value maybe"),
+    (["bench", "replay", "--capacty", "10"], "unknown option --capacty; did you mean --capacity?"),
+    (["bench", "train", "--agent", "rainbw"], "--agent: bad value rainbw"),
+    (["bench", "train", "--frames", "0"], "--frames: bad value 0"),
+    (["bench", "train", "--frames", "1e30"], "--frames: bad value 1e30"),
+    (["bench", "train", "--warmup-transitions", "2000000"], "transitions: bad value 2000000"),
+    (["bench", "train", "--run-dir", "x"], "takes no --run-dir"),
+    (["bench", "train", "--max-abs-reward", "nan"], "--max-abs-reward: bad value nan"),
+    (["bench", "train", "--n-steps", "100000"], "--n-steps: bad value 100000"),
+    (["bench", "train", "--env", ""], "--env: bad value ''"),
+    (["bench", "train", "--learnig-rate", "1"], "did you mean --learning-rate?"),
+    pytest.param(["bench", "train", "--device", "cuda"], "--device: bad value cuda", marks=NO_GPU),
+    (["frobnicate"], "unknown command 'frobnicate'"),
+    (["--versio"], "unknown option --versio; did you mean --version?"),
+]  # fmt: skip
+
+
+def _one_error_line(err, fragment):
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if not line.startswith("qzoo: note:")]
+    assert len(lines) == 1 and lines[0].startswith("qzoo: error: "), err
+    assert fragment in lines[0], err
+
+
+@pytest.mark.parametrize("argv, fragment", TRAIN + BENCH)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, fragment, tmp_path, monkeypatch,
+                                                         capsys):  # fmt: skip
+    monkeypatch.chdir(tmp_path)  # a default run folder would land here
+    run_dir = tmp_path / "run"
+    extra = ["--run-dir", str(run_dir)] if argv[:1] == ["train"] and len(argv) > 1 else []
+    assert main(argv + extra) == 2
+    _one_error_line(capsys.readouterr().err, fragment)
+    assert not run_dir.exists() and os.listdir(tmp_path) == []
+
+
+def test_the_battery_is_large():
+    assert len(TRAIN) + len(BENCH) >= 45
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["train", "dqn", "--iterations", "1e30"], "--iterations: bad value 1e30"),
+        (["bench", "train", "--vmax", "-inf"], "--vmax: bad value -inf"),
+        (["train", "c51", "--grad-error-bound", "0.5"], "--grad-error-bound: bad value 0.5"),
+    ],
+)
+def test_bad_input_in_a_real_process(argv, fragment, tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))}
+    result = subprocess.run([sys.executable, "-m", "qzoo", *argv], capture_output=True,
+                            text=True, cwd=tmp_path, env=env, check=False)  # fmt: skip
+    assert result.returncode == 2 and result.stdout == ""
+    _one_error_line(result.stderr, fragment)
+    assert os.listdir(tmp_path) == []
+
+
+def _help_defaults(text):
+    """{--option: the default its help shows} from `--help` output, however wrapped."""
+    entries, current = {}, None
+    for line in text.splitlines():
+        match = re.match(r"^  (--[a-z0-9-]+)", line)
+        if match:
+            current = match[1]
+            entries[current] = line
+        elif current and line.startswith("      "):
+            entries[current] += line
+        else:
+            current = None
+    return {name: re.findall(r"\(default: (.*?)\)", " ".join(entry.split()))[-1]
+            for name, entry in entries.items() if "(default: " in entry}  # fmt: skip
+
+
+@pytest.mark.parametrize("agent", list(config_lib.PRESETS))
+@pytest.mark.parametrize("env", [None, "CartPole-v1", "minatar/breakout"])
+def test_help_lists_every_option_with_the_presets_default(agent, env, capsys):
+    argv = ["train", agent, "--help"] + (["--env", env] if env else [])
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    for group in config_lib.GROUPS:
+        assert f"{group} options:" in out
+    shown_defaults = _help_defaults(out)
+    config = config_lib.build_config(agent, {"env": env} if env else {})
+    for field in dataclasses.fields(config_lib.Config):
+        if field.name != "agent":
+            assert shown_defaults[flag(field.name)] == shown(getattr(config, field.name)), field
+            assert field.metadata["help"].split()[0] in out
+
+
+def test_version_and_top_level_help(capsys):
+    import qzoo
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"qzoo {qzoo.__version__}"
+    assert main(["--help"]) == 0 and "train" in capsys.readouterr().out
+    assert main(["bench", "train", "--help"]) == 0
+    assert "--warmup-transitions" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("env", ["pong", "minatar/breakout", "CartPole-v1"])
+@pytest.mark.parametrize("agent", list(config_lib.PRESETS))
+def test_every_preset_validates_on_every_domain(agent, env):
+    config = config_lib.build_config(agent, {"env": env}, strict=True)
+    assert config.agent == agent
+
+
+def test_every_field_has_a_group_a_meaning_and_a_domain():
+    for field in dataclasses.fields(config_lib.Config):
+        assert field.metadata["group"] in config_lib.GROUPS, field.name
+        assert field.metadata["help"] and field.metadata["domain"] is not None, field.name
+        assert "\n" not in field.metadata["help"]
