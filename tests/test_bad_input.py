@@ -74,6 +74,12 @@ TRAIN = [
     (["train", "qrdqn", "--huber-param", "-1"], "--huber-param: bad value -1"),
     (["train", "dqn", "--max-abs-reward", "-1"], "--max-abs-reward: bad value -1"),
     # Relations between options.
+    (["train", "dqn", "--iterations", "1", "--train-frames", "1000"],
+     "--iterations: bad value 1; expected --iterations x --train-frames (1 x 1000 frames) more "
+     "than the 200000 frames"),
+    (["train", "dqn", *CARTPOLE, "--replay-capacity", "100000", "--train-frames", "100",
+      "--iterations", "2"], "--iterations: bad value 2; expected --iterations x --train-frames"),
+    (["train", "rainbow", "--no-noisy"], "--noisy: bad value false; expected some exploration"),
     (["train", "dqn", "--min-replay-capacity-fraction", "1e-6"], "fraction: bad value 1e-06; expected"),
     (["train", "dqn", "--train-frames", "2"], "--train-frames: bad value 2"),
     (["train", "dqn", "--num-envs", "8", "--eval-frames", "16"], "--eval-frames: bad value 16"),
