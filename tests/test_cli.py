@@ -12,7 +12,7 @@ TINY = ["--iterations", "1", "--train-frames", "300", "--eval-frames", "100",
 
 def test_replay_that_cannot_fit_is_refused(capsys, tmp_path):
     run_dir = tmp_path / "run"
-    assert main(["train", "dqn", "--replay-capacity", "1000000000", "--run-dir", str(run_dir)]) == 2
+    assert main(["train", "dqn", "--replay-capacity", "100000000", "--run-dir", str(run_dir)]) == 2
     err = capsys.readouterr().err
     assert "GiB" in err and err.count("\n") == 1 and not run_dir.exists()
 
