@@ -4,9 +4,11 @@ into the rows replay stores.
 An `Actor` owns its vector of environments, its frame stacker, one epsilon per
 environment and its own random stream; it asks a `Policy` for actions, chosen on the
 policy's device so that only the actions (and one statistic) cross to the host.
-Training and evaluation are two actors with different streams and epsilons. Nothing
-here touches the learner or the replay, so the same actor can run in a thread or a
-process, with a policy holding a copy of the weights.
+Training and evaluation are two actors with different streams and epsilons. An actor
+holds no learner and no replay: the run loop takes its rows to the replay, and its
+policy holds a network (the learner's own, by reference, when acting and learning
+alternate in one thread; a copy refreshed from `Learner.weights()` when an actor runs
+concurrently in a thread or a process, since the optimizer updates weights in place).
 """
 
 import math
@@ -28,7 +30,9 @@ class Policy:
     newest weights); an actor elsewhere owns a copy and calls `load_weights`.
     """
 
-    def __init__(self, network, tau_samples=1):
+    def __init__(self, network, tau_samples):
+        """`tau_samples`: IQN's K, the taus averaged to choose an action (ignored by
+        other networks)."""
         self.network = network
         self.device = next(network.parameters()).device
         # IQN acts on the mean over K sampled taus (DQN Zoo's tau_samples_policy).

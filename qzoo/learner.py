@@ -2,7 +2,8 @@
 step per `learn(batch)` (DQN Zoo's `<agent>/agent.py` `_learn`, for every preset).
 
 It knows nothing of environments or of how replay stores frames: a `Batch` comes
-in, metrics and new priorities go out. Actors get its weights by reference in the
+in, new priorities go out, and the loss and mean Q accumulate on the device until
+`pop_statistics()` reads them (once per iteration, so a GPU is not stalled per step). Actors get its weights by reference in the
 same process (`online`) or as a state dict elsewhere (`weights()`).
 """
 

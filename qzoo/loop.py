@@ -135,32 +135,29 @@ class Trainer:
     # ---- phases ---------------------------------------------------------------
     def train_phase(self, num_frames, progress=None):
         """Acts for `num_frames` frames, storing every row and learning on schedule."""
-        actor = self.actor
+        return self._phase(self.actor, num_frames, progress, self._train_step)
+
+    def eval_phase(self, num_frames, progress=None):
+        """Acts for `num_frames` frames with the evaluation epsilon; learns nothing."""
+        return self._phase(self.evaluator, num_frames, progress)
+
+    def _phase(self, actor, num_frames, progress, on_step=None):
         actor.start()
         try:
             while actor.frames < num_frames:
                 row, new_frames = actor.step(self.frame_t)
-                self.replay.add(row)
-                self._learn(self.frame_t, self.frame_t + new_frames)
-                self.frame_t += new_frames
+                if on_step is not None:
+                    on_step(row, new_frames)
                 if progress is not None:
                     progress(new_frames, actor.episodes)
         finally:
             stats = actor.stop()
         return stats
 
-    def eval_phase(self, num_frames, progress=None):
-        """Acts for `num_frames` frames with the evaluation epsilon; learns nothing."""
-        evaluator = self.evaluator
-        evaluator.start()
-        try:
-            while evaluator.frames < num_frames:
-                _, new_frames = evaluator.step()
-                if progress is not None:
-                    progress(new_frames, evaluator.episodes)
-        finally:
-            stats = evaluator.stop()
-        return stats
+    def _train_step(self, row, new_frames):
+        self.replay.add(row)
+        self._learn(self.frame_t, self.frame_t + new_frames)
+        self.frame_t += new_frames
 
     def _learn(self, old_frame, new_frame):
         """SGD steps and target copies due between two frame counts."""

@@ -33,6 +33,11 @@ def _q_taken(outputs, a_tm1):
     return outputs.q_values.gather(1, a_tm1[:, None]).squeeze(1)
 
 
+def _distributional_output(loss, out_tm1, a_tm1):
+    """Distributional losses are their own priorities, clipped to [0, 100] (DQN Zoo)."""
+    return LossOutput(loss, loss.detach().abs().clamp(0, 100), _q_taken(out_tm1, a_tm1))
+
+
 class QLearning:
     """Q-learning (Mnih et al. 2015) or double Q-learning (van Hasselt et al. 2016).
 
@@ -83,7 +88,7 @@ class CategoricalQLearning:
             loss = losses.categorical_double_q_learning(*args, selector)
         else:
             loss = losses.categorical_q_learning(*args)
-        return LossOutput(loss, loss.detach().abs().clamp(0, 100), _q_taken(out_tm1, batch.a_tm1))
+        return _distributional_output(loss, out_tm1, batch.a_tm1)
 
 
 class QuantileQLearning:
@@ -106,7 +111,7 @@ class QuantileQLearning:
             out_tm1.q_dist, tau_tm1, batch.a_tm1, batch.r_t, batch.discount_t, selector, dist_t,
             self.huber_param,
         )  # fmt: skip
-        return LossOutput(loss, loss.detach().abs().clamp(0, 100), _q_taken(out_tm1, batch.a_tm1))
+        return _distributional_output(loss, out_tm1, batch.a_tm1)
 
 
 class ImplicitQuantileQLearning:
@@ -135,7 +140,7 @@ class ImplicitQuantileQLearning:
             out_tm1.q_dist, tau_tm1, batch.a_tm1, batch.r_t, batch.discount_t, selector, dist_t,
             self.huber_param,
         )  # fmt: skip
-        return LossOutput(loss, loss.detach().abs().clamp(0, 100), _q_taken(out_tm1, batch.a_tm1))
+        return _distributional_output(loss, out_tm1, batch.a_tm1)
 
 
 # The preset's `distribution` -> its objective, built from the config.

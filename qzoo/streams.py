@@ -23,7 +23,7 @@ class Stream:
     def __init__(self, seed_sequence, device):
         self.numpy = np.random.Generator(np.random.PCG64(seed_sequence))
         self.torch = torch.Generator(device=device)
-        self.torch.manual_seed(int(seed_sequence.generate_state(1, np.uint64)[0] >> 1))
+        self.torch.manual_seed(int(seed_sequence.generate_state(1, np.uint64)[0]) >> 1)
 
     def state_dict(self):
         return {"numpy": self.numpy.bit_generator.state, "torch": self.torch.get_state()}
@@ -34,11 +34,17 @@ class Stream:
 
 
 class Streams:
-    """One `Stream` per part of a run, spawned from `seed`."""
+    """One `Stream` per part of a run, spawned from `seed`. Each part's torch
+    generator lives where that part draws: `device` by default (the policy's and the
+    learner's device in one process), `devices` per part otherwise; replay sampling
+    draws on the host."""
 
-    def __init__(self, seed, device="cpu"):
+    def __init__(self, seed, device="cpu", devices=None):
+        devices = {"replay": "cpu", **(devices or {})}
         children = np.random.SeedSequence(seed).spawn(len(PARTS))
-        self.parts = {name: Stream(child, device) for name, child in zip(PARTS, children)}
+        self.parts = {
+            name: Stream(child, devices.get(name, device)) for name, child in zip(PARTS, children)
+        }
 
     def __getattr__(self, name):
         try:

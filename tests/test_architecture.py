@@ -1,7 +1,7 @@
 """The parts stand alone: evaluation never changes training, the learner needs no
 environment, objectives are chosen by the preset, actors run anywhere."""
 
-import threading
+import concurrent.futures
 
 import numpy as np
 import pytest
@@ -108,7 +108,7 @@ def test_double_q_selects_with_the_online_network_and_values_with_the_target():
 def actor_rows(config, info, network, stream_state, steps, in_thread):
     streams = Streams(config.seed)
     streams.actor.load_state_dict(stream_state)
-    actor = Actor(config, info, Policy(network), streams.actor, lambda t: 0.5)
+    actor = Actor(config, info, Policy(network, 1), streams.actor, lambda t: 0.5)
     rows = []
 
     def act():
@@ -116,10 +116,9 @@ def actor_rows(config, info, network, stream_state, steps, in_thread):
         rows.extend(actor.step()[0] for _ in range(steps))
         actor.stop()
 
-    if in_thread:
-        thread = threading.Thread(target=act)
-        thread.start()
-        thread.join()
+    if in_thread:  # result() re-raises what the thread raised
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(act).result()
     else:
         act()
     return rows
@@ -131,10 +130,11 @@ def test_actor_runs_in_a_thread_with_a_copy_of_the_weights():
     config = make_config("dqn", "CartPole-v1", "gym", {"num_envs": 3})
     learner = Learner(config, CARTPOLE, (4,), "cpu", torch.Generator())
     copy = Learner(config, CARTPOLE, (4,), "cpu", torch.Generator()).online
-    Policy(copy).load_weights(learner.weights())
+    Policy(copy, 1).load_weights(learner.weights())
     state = Streams(config.seed).actor.state_dict()
     serial = actor_rows(config, CARTPOLE, learner.online, state, 40, in_thread=False)
     threaded = actor_rows(config, CARTPOLE, copy, state, 40, in_thread=True)
+    assert len(serial) == len(threaded) == 40
     for a, b in zip(serial, threaded):
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y)

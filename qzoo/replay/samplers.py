@@ -141,7 +141,9 @@ class PrioritizedSampler:
         self.tree.set(self._leaves(t, b), np.where(can_start, self._power(priorities), 0.0))
 
     def state_dict(self):
-        return {"tree": self.tree.nodes, "max_seen_priority": self.max_seen_priority}
+        # A copy (16 MiB for 1M slots): the live tree keeps changing while a checkpoint
+        # could still be writing it.
+        return {"tree": self.tree.nodes.copy(), "max_seen_priority": self.max_seen_priority}
 
     def load_state_dict(self, state):
         self.tree.nodes[:] = state["tree"]
