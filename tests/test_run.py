@@ -113,12 +113,9 @@ def test_ctrl_c_then_resume_gives_the_same_results(reference_run, tmp_path):
 
 
 @pytest.mark.parametrize("agent", ["rainbow", "iqn"])
-def test_state_round_trip_continues_identically(agent):
+def test_state_round_trip_continues_identically(agent, tmp_path):
     """Noise samples, taus, priorities and beta all resume exactly from a checkpoint."""
-    import io
-
-    import torch
-
+    from qzoo import checkpoint
     from qzoo.cli import build_config
     from qzoo.loop import Trainer
 
@@ -129,14 +126,13 @@ def test_state_round_trip_continues_identically(agent):
     config = build_config(agent, options)
     first = Trainer(config)
     first.run_iteration(), first.run_iteration()
-    buffer = io.BytesIO()
-    torch.save(first.state_dict(), buffer)
+    path = tmp_path / "latest.safetensors"
+    checkpoint.save(path, first.state_dict())
     a = first.run_iteration()
     # Loading restores torch's global RNG, which `first` has just advanced; so the
     # second trainer loads only after the first has continued.
-    buffer.seek(0)
     second = Trainer(config)
-    second.load_state_dict(torch.load(buffer, weights_only=False))
+    second.load_state_dict(checkpoint.load(path))
     b = second.run_iteration()
     assert [repr(v) for v in comparable([a])[0].values()] == [
         repr(v) for v in comparable([b])[0].values()
