@@ -11,9 +11,9 @@ import dataclasses
 import os
 import sys
 
-from qzoo import checkpoint, envs
 from qzoo import config as config_lib
-from qzoo.errors import UserError
+from qzoo import envs
+from qzoo.errors import Diverged, UserError
 
 USAGE = __doc__
 
@@ -67,48 +67,12 @@ def default_run_dir(config):
 
 
 def train(agent, options):
-    from qzoo import logs
-    from qzoo.loop import Trainer, run
+    from qzoo import rundir
 
-    config = build_config(agent, options)
-    run_dir = config.run_dir or default_run_dir(config)
-    ckpt_path = os.path.join(run_dir, "checkpoints", "latest.pt")
-    config_path = os.path.join(run_dir, "config.json")
-    state = checkpoint.load(ckpt_path) if os.path.exists(ckpt_path) else None
-    if state is not None:
-        _check_same_run(state.get("config"), config, run_dir)
-    trainer = Trainer(config)
-    if state is not None:
-        trainer.load_state_dict(state["trainer"])
-        print(f"resuming {run_dir} at iteration {trainer.iteration}", file=sys.stderr)
-    checkpoint.atomic_write(config_path, lambda f: f.write(config.to_json().encode()))
-    if trainer.iteration > config.iterations:
-        print(f"{run_dir} is complete ({config.iterations} iterations)", file=sys.stderr)
-        return
-    csv_log = logs.CsvLog(os.path.join(run_dir, "results.csv"), state["csv_offset"] if state else 0)
-    tb_log = (
-        logs.TensorBoardLog(
-            os.path.join(run_dir, "tensorboard"), trainer.iteration * config.train_frames
-        )
-        if config.tensorboard
-        else None
-    )
-    progress = logs.Progress(config, config.progress)
-    for row in run(trainer, progress):
-        csv_log.write(row)
-        if tb_log:
-            tb_log.write(row)
-        print(logs.console_line(row), flush=True)
-        checkpoint.save(
-            ckpt_path,
-            {
-                "config": dataclasses.asdict(config),
-                "trainer": trainer.state_dict(),
-                "csv_offset": csv_log.offset,
-            },
-        )
-    if tb_log:
-        tb_log.close()
+    options = dict(options)
+    # Not a Config field (yet): the options a resume may change, see rundir.ACCEPTABLE.
+    accept = rundir.parse_accept(options.pop("accept_changes", ""))
+    rundir.train(build_config(agent, options), accept)
 
 
 def _check_same_run(saved, config, run_dir):
@@ -153,6 +117,9 @@ def main(argv=None):
     except UserError as e:
         print(f"qzoo: error: {e}", file=sys.stderr)
         return 2
+    except Diverged as e:
+        print(f"qzoo: diverged: {e}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         return 130
     return 0

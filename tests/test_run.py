@@ -96,7 +96,7 @@ def test_ctrl_c_then_resume_gives_the_same_results(reference_run, tmp_path):
         process = subprocess.Popen(qzoo(run_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     finally:
         signal.signal(signal.SIGINT, previous)
-    checkpoint = run_dir / "checkpoints" / "latest.pt"
+    checkpoint = run_dir / "checkpoints" / "latest.safetensors"
     # A generous deadline: on a loaded machine start-up alone can take minutes, and
     # signalling after the run has ended would test nothing.
     deadline = time.time() + 600
