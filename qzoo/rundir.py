@@ -122,16 +122,12 @@ class RunLock:
                         f"{holder or 'another process'}; wait for it to end or stop it, or "
                         "pass another --run-dir"
                     ) from None
-                try:
-                    same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-                except FileNotFoundError:
-                    same = False
-                if not same:
-                    os.close(fd)
-                    continue
-                os.ftruncate(fd, 0)
-                os.write(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode())
-                self.fd = fd
+                if os.path.exists(self.path) and os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    os.ftruncate(fd, 0)
+                    os.write(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode())
+                    self.fd = fd
+                else:
+                    os.close(fd)  # a run that ended removed it: lock the new file
         return self
 
     def __exit__(self, *exc):
@@ -210,10 +206,7 @@ class _Run:
         state = checkpoint.load(self.ckpt_path) if os.path.lexists(self.ckpt_path) else None
         current = _plain(dataclasses.asdict(self.config))
         if state is not None:
-            if not (isinstance(state, dict) and set(state) == {"config", "trainer", "rows"}
-                    and isinstance(state["rows"], list) and state["rows"]
-                    and all(isinstance(r, dict) and type(r.get("iteration")) is int
-                            for r in state["rows"])):  # fmt: skip
+            if not _holds_a_run(state):
                 raise UserError(f"checkpoint {self.ckpt_path} does not hold a qzoo run")
             _check_config_dict(state["config"], f"checkpoint {self.ckpt_path}")
             self.rows = state["rows"]
@@ -233,8 +226,8 @@ class _Run:
                 )
         self.csv.check(self.rows)  # before anything is written
         self.accepted = [
-            f"accepting --{key.replace('_', '-')} {new!r} (was {old!r}){self._consequence(saved)}"
-            for key, old, new in accepted
+            f"accepting --{k.replace('_', '-')} {new!r} (was {old!r}): {ACCEPTABLE[k]}"
+            for k, old, new in accepted
         ]
         return state["trainer"] if state is not None else None
 
@@ -265,18 +258,6 @@ class _Run:
                 )
             raise UserError(f"{listed} used by the run in {self.run_dir}; {hint}")
         return differences
-
-    def _consequence(self, saved):
-        """The schedules that follow the run's length, before and after, for the message."""
-        old = config_lib.Config(**{k: v for k, v in saved.items() if k in _config_fields()})
-        new, parts = self.config, []
-        if old.exploration_decay_frames != new.exploration_decay_frames:
-            parts.append(f"epsilon decays over {new.exploration_decay_frames:,} frames "
-                         f"(was {old.exploration_decay_frames:,})")  # fmt: skip
-        if new.prioritized and old.importance_sampling_end_t != new.importance_sampling_end_t:
-            parts.append(f"beta anneals over {new.importance_sampling_end_t:,} additions "
-                         f"(was {old.importance_sampling_end_t:,})")  # fmt: skip
-        return ": " + ", ".join(parts) if parts else ""
 
     def make_trainer(self, state):
         """A Trainer for the config, with the checkpoint's state when there is one."""
@@ -371,6 +352,18 @@ def _read_config_json(path):
         saved = None
     _check_config_dict(saved, path)
     return saved
+
+
+def _holds_a_run(state):
+    """Whether a loaded checkpoint is the tree that `_Run.train` saves."""
+    if not isinstance(state, dict) or set(state) != {"config", "trainer", "rows"}:
+        return False
+    rows = state["rows"]
+    return (
+        isinstance(rows, list)
+        and bool(rows)
+        and all(isinstance(r, dict) and type(r.get("iteration")) is int for r in rows)
+    )
 
 
 def _check_config_dict(saved, where):

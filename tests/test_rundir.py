@@ -262,7 +262,7 @@ def test_cut_results_csv_then_more_iterations_has_each_row_once(run_dir, capsys)
     path = run_dir / "results.csv"
     path.write_bytes(path.read_bytes()[:50])
     assert train(run_dir, *MORE) == 0
-    assert "accepting --iterations 2 (was 1): epsilon decays over" in capsys.readouterr().err
+    assert "accepting --iterations 2 (was 1): epsilon's decay" in capsys.readouterr().err
     lines = path.read_text().splitlines()
     assert [line.split(",")[0] for line in lines] == ["iteration", "0", "1", "2"]
     assert json.loads((run_dir / "config.json").read_text())["iterations"] == 2
