@@ -25,6 +25,7 @@ The file is written next to its final path as `.tmp-*`, fsynced and renamed over
 a kill at any moment leaves the previous checkpoint or the new one, never half of one.
 """
 
+import errno
 import json
 import math
 import os
@@ -85,6 +86,9 @@ def _fsync_folder(folder):
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)
+    except OSError as e:  # some file systems cannot fsync a folder; the rename is done
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
     finally:
         os.close(fd)
 
@@ -190,7 +194,7 @@ def _chunks(array):
         for i in range(0, flat.size, CHUNK_BYTES):
             yield flat[i : i + CHUNK_BYTES]
     elif array.ndim:  # a strided view: contiguous copies of a few rows at a time
-        rows = max(1, CHUNK_BYTES // max(1, array[0].nbytes))
+        rows = max(1, CHUNK_BYTES // max(1, array.itemsize * math.prod(array.shape[1:])))
         for i in range(0, len(array), rows):
             yield np.ascontiguousarray(array[i : i + rows]).reshape(-1).view(np.uint8)
 
@@ -238,7 +242,7 @@ def load(path):
 
         try:
             state = _decode(json.loads(tree), read)
-        except (ValueError, KeyError, TypeError, IndexError) as e:
+        except (ValueError, KeyError, TypeError, IndexError, RecursionError) as e:
             raise _corrupt(path, f"bad tree: {type(e).__name__}: {e}") from None
         if used != set(header):
             raise _corrupt(path, f"arrays outside the tree: {sorted(set(header) - used)[:3]}")
@@ -273,8 +277,8 @@ def _read_header(f, path, start, size):
 
     try:
         header = json.loads(f.read(n).decode("utf-8"), object_pairs_hook=no_duplicates)
-    except (UnicodeDecodeError, ValueError) as e:
-        raise _corrupt(path, f"header is not JSON: {e}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise _corrupt(path, f"header is not JSON: {type(e).__name__}") from None
     meta = header.get("__metadata__") if isinstance(header, dict) else None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise _corrupt(path, "no qzoo metadata in its header")

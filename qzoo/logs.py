@@ -40,7 +40,7 @@ class CsvLog:
                 f"{self.path} exists but there is no checkpoint to rebuild it from; qzoo does "
                 "not overwrite it: move it away or use another --run-dir"
             )
-        header = _csv_bytes(rows[:0], list(rows[0])).rstrip(b"\r\n")
+        header = _csv_bytes([], _columns(rows)).rstrip(b"\r\n")
         first = data.split(b"\n", 1)[0].rstrip(b"\r")
         if first != header and not header.startswith(data):
             raise UserError(
@@ -51,8 +51,14 @@ class CsvLog:
 
     def write(self, rows):
         """Replaces results.csv by the header and `rows`, atomically."""
-        data = _csv_bytes(rows, list(rows[0]))
+        data = _csv_bytes(rows, _columns(rows))
         atomic_write(self.path, lambda f: f.write(data))
+
+
+def _columns(rows):
+    """Every key of every row, in order of appearance (a newer qzoo may add a column to
+    a run's later rows: they get it, the earlier rows an empty cell)."""
+    return list(dict.fromkeys(key for row in rows for key in row))
 
 
 def _csv_bytes(rows, columns):

@@ -20,6 +20,7 @@ import dataclasses
 import fcntl
 import json
 import math
+import numbers
 import os
 import shlex
 import socket
@@ -398,7 +399,7 @@ def _check_finite(row):
     if not row.get("train_num_updates"):
         return  # no SGD step (iteration 0, or replay still filling): NaN means "none"
     bad = {k: row.get(k) for k in ("train_loss", "train_mean_q")}
-    bad = {k: v for k, v in bad.items() if isinstance(v, float) and not math.isfinite(v)}
+    bad = {k: v for k, v in bad.items() if isinstance(v, numbers.Real) and not math.isfinite(v)}
     if bad:
         raise Diverged(
             f"iteration {row['iteration']}: "

@@ -18,7 +18,8 @@ from qzoo.errors import UserError
 NUMPY_DTYPES = ("bool", "uint8", "int8", "int16", "uint16", "int32", "uint32", "int64",
                 "uint64", "float16", "float32", "float64")  # fmt: skip
 TORCH_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-                torch.float16, torch.bfloat16, torch.float32, torch.float64)  # fmt: skip
+                torch.uint16, torch.uint32, torch.uint64, torch.float16, torch.bfloat16,
+                torch.float32, torch.float64)  # fmt: skip
 
 
 def every_leaf():
@@ -232,6 +233,7 @@ def retag(header):
         (set_meta("tree", '{"w": {"$": "array", "name": "nope", "kind": "numpy"}}'), "bad tree"),
         (set_meta("tree", '{"n": 5}'), "arrays outside the tree"),
         (edit_header(retag), "unknown tag 'pickle'"),
+        (set_meta("tree", "[" * 100_000 + "]" * 100_000), "bad tree: RecursionError"),
     ],
 )
 def test_damaged_or_forged_file_is_refused_by_name(tmp_path, damage, message):

@@ -269,6 +269,16 @@ def test_cut_results_csv_then_more_iterations_has_each_row_once(run_dir, capsys)
     assert train(run_dir, "--iterations", "2") == 0  # the run is now a 2-iteration run
 
 
+def test_results_csv_takes_a_column_that_later_rows_add(tmp_path):
+    from qzoo.logs import CsvLog
+
+    log = CsvLog(tmp_path / "results.csv")
+    rows = [{"iteration": 0, "loss": math.nan}, {"iteration": 1, "loss": 0.5, "new": 2}]
+    log.write(rows)
+    assert (tmp_path / "results.csv").read_bytes() == b"iteration,loss,new\r\n0,nan,\r\n1,0.5,2\r\n"
+    log.check(rows)  # what it wrote is qzoo's
+
+
 # ---- kills, locks, temporary files --------------------------------------------------
 
 SLOW_SAVE = """
