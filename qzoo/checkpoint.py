@@ -215,7 +215,8 @@ def load(path):
     of the file (writable; writes stay in memory), so that loading a replay does not
     need a second copy of it in memory: copy them where they belong and drop the tree
     (a live map keeps a replaced file's disk space in use until it is freed). Smaller
-    arrays and every torch tensor are read into fresh memory. Nothing is unpickled.
+    arrays and every torch tensor (on the CPU, wherever it was saved from) are read into
+    fresh memory. Nothing is unpickled.
 
     A missing, truncated, corrupt or foreign file, or another format version, raises
     UserError with a message naming the file and what to do."""

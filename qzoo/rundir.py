@@ -17,13 +17,11 @@ checkpoint only once the new one is complete on disk.
 
 import contextlib
 import dataclasses
-import fcntl
 import json
 import math
 import numbers
 import os
 import shlex
-import socket
 import sys
 
 import torch
@@ -31,6 +29,7 @@ import torch
 from qzoo import checkpoint, envs, logs
 from qzoo import config as config_lib
 from qzoo.errors import Diverged, UserError
+from qzoo.lock import RunLock
 
 CHECKPOINT = os.path.join("checkpoints", "latest.safetensors")
 OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before format 1
@@ -80,6 +79,7 @@ def train(config, accept_changes=None):
         try:
             run.start()
         except KeyboardInterrupt:
+            run.write_results_after_interrupt()
             command = resume_command(config, run_dir, accept_changes)
             print(f"qzoo: interrupted; resume with: {command}", file=sys.stderr)
             raise
@@ -97,47 +97,6 @@ def parse_accept(text):
     return names
 
 
-class RunLock:
-    """An exclusive flock() on `<run>/.lock` for the whole run.
-
-    The kernel drops the lock when its process dies, however it dies, so a lock file
-    left by a killed run blocks nothing. The file holds the holder's pid and host for
-    the message a second run prints. A run that ends removes it; a process that opened
-    it just before then locks a deleted file, so it checks that it locked the file that
-    is at the path, and tries again if not."""
-
-    def __init__(self, path):
-        self.path, self.fd = path, None
-
-    def __enter__(self):
-        while self.fd is None:
-            with _os_errors("create lock file", self.path):
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    holder = os.read(fd, 256).decode(errors="replace").strip()
-                    os.close(fd)
-                    raise UserError(
-                        f"run folder {os.path.dirname(self.path)} is in use by "
-                        f"{holder or 'another process'}; wait for it to end or stop it, or "
-                        "pass another --run-dir"
-                    ) from None
-                if os.path.exists(self.path) and os.stat(self.path).st_ino == os.fstat(fd).st_ino:
-                    os.ftruncate(fd, 0)
-                    os.write(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode())
-                    self.fd = fd
-                else:
-                    os.close(fd)  # a run that ended removed it: lock the new file
-        return self
-
-    def __exit__(self, *exc):
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)  # while still holding it: see the class docstring
-        os.close(self.fd)
-        self.fd = None
-
-
 class _Run:
     """One start of `qzoo train` in a locked run folder."""
 
@@ -146,8 +105,18 @@ class _Run:
         self.ckpt_path = os.path.join(run_dir, CHECKPOINT)
         self.config_path = os.path.join(run_dir, "config.json")
         self.csv = logs.CsvLog(os.path.join(run_dir, "results.csv"))
-        self.rows = []  # every results row so far; they live in the checkpoint
+        self.rows = []  # the rows of the checkpoint on disk: results.csv is made of them
         self.accepted = []  # messages on the changes --accept-changes let through
+        self.pending = None  # (rows, inode of the checkpoint before) during a save
+
+    def write_results_after_interrupt(self):
+        """results.csv from the checkpoint's rows, after a Ctrl-C that may have fallen
+        between a save and the line after it (the new file has another inode)."""
+        if self.pending and _inode(self.ckpt_path) != self.pending[1]:
+            self.rows = self.pending[0]
+        if self.rows:
+            with contextlib.suppress(OSError):
+                self.csv.write(self.rows)
 
     def kept(self, previous="previous"):
         """What a failure leaves, for its message."""
@@ -296,13 +265,13 @@ class _Run:
             )
         for row in run(trainer, logs.Progress(config, config.progress)):
             _check_finite(row)
-            previous = self.kept()
-            self.rows.append(row)
-            with _os_errors("save checkpoint", self.ckpt_path, "; " + previous):
+            rows = [*self.rows, row]
+            self.pending = rows, _inode(self.ckpt_path)
+            with _os_errors("save checkpoint", self.ckpt_path, "; " + self.kept()):
                 state = {"config": dataclasses.asdict(config), "trainer": trainer.state_dict(),
-                         "rows": self.rows}  # fmt: skip
+                         "rows": rows}  # fmt: skip
                 checkpoint.save(self.ckpt_path, state)
-            del state
+            self.rows, self.pending, state = rows, None, None
             rebuild = "; the checkpoint was saved: run the command again to rebuild it"
             with _os_errors("write", self.csv.path, rebuild):
                 self.csv.write(self.rows)
@@ -315,6 +284,13 @@ class _Run:
 
 def _config_fields():
     return {f.name for f in dataclasses.fields(config_lib.Config)}
+
+
+def _inode(path):
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
 
 
 def _check_is_a_run_folder(run_dir):

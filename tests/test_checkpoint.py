@@ -93,6 +93,14 @@ def test_every_leaf_type_round_trips(tmp_path):
     assert os.listdir(tmp_path) == ["latest.safetensors"]  # no temporary file left
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_a_cuda_tensor_is_saved_chunk_by_chunk_and_loads_on_the_cpu(tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoint, "CHUNK_BYTES", 1024)
+    tensor = torch.randn(1000, device="cuda")
+    checkpoint.save(tmp_path / "c.safetensors", {"t": tensor})
+    assert torch.equal(checkpoint.load(tmp_path / "c.safetensors")["t"], tensor.cpu())
+
+
 def test_unsupported_leaf_is_a_type_error_and_leaves_nothing(tmp_path):
     with pytest.raises(TypeError, match="object at x"):
         checkpoint.save(tmp_path / "c.safetensors", {"x": object()})

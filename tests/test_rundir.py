@@ -358,6 +358,19 @@ def test_ctrl_c_prints_the_command_that_resumes(run_dir, monkeypatch, capsys):
     assert [r.split(",")[0] for r in rows] == ["iteration", "0", "1", "2", "3"]
 
 
+def test_ctrl_c_right_after_a_save_still_leaves_its_rows_in_results_csv(run_dir, monkeypatch):
+    save = checkpoint.save
+
+    def save_then_interrupt(path, state):
+        save(path, state)
+        raise KeyboardInterrupt  # e.g. during the folder's fsync, after the rename
+
+    monkeypatch.setattr(checkpoint, "save", save_then_interrupt)
+    assert train(run_dir, *MORE) == 130
+    rows = (run_dir / "results.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows] == ["iteration", "0", "1", "2"]
+
+
 # ---- OS errors: one line naming the path, the previous checkpoint intact ------------
 
 
