@@ -108,13 +108,14 @@ class _Run:
         self.rows = []  # the rows of the checkpoint on disk: results.csv is made of them
         self.accepted = []  # messages on the changes --accept-changes let through
         self.pending = None  # (rows, inode of the checkpoint before) during a save
+        self.checked = False  # whether the folder passed every check: it may be written
 
     def write_results_after_interrupt(self):
         """results.csv from the checkpoint's rows, after a Ctrl-C that may have fallen
         between a save and the line after it (the new file has another inode)."""
         if self.pending and _inode(self.ckpt_path) != self.pending[1]:
             self.rows = self.pending[0]
-        if self.rows:
+        if self.checked and self.rows:
             with contextlib.suppress(OSError):
                 self.csv.write(self.rows)
 
@@ -128,6 +129,7 @@ class _Run:
         with _os_errors("read run folder", self.run_dir):
             _remove_temporary_files(self.run_dir)
             state = self.load()
+        self.checked = True
         config, complete = self.config, self.next_iteration > self.config.iterations
         try:
             # The trainer is built (and can fail: memory, a missing ROM) before anything
