@@ -17,11 +17,10 @@ import os
 import sys
 
 import qzoo
-from qzoo import checkpoint
 from qzoo import config as config_lib
 from qzoo import options as options_lib
-from qzoo.config import build_config, default_run_dir
-from qzoo.errors import UserError, closest
+from qzoo.config import build_config
+from qzoo.errors import Diverged, UserError, closest
 from qzoo.options import Bool, flag, shown
 
 COMMANDS = {
@@ -29,10 +28,6 @@ COMMANDS = {
     "agents": "list the presets, their papers and how each differs from dqn",
     "bench": "speed and memory figures as JSON lines: bench replay | bench train",
 }
-
-# Options a resumed run may change without changing its results. (Not --iterations:
-# as in DQN Zoo, the epsilon decay length is a fraction of the whole run.)
-RESUMABLE = ("device", "progress", "tensorboard", "run_dir")
 
 
 class _Exit(Exception):
@@ -201,63 +196,9 @@ def train_command(argv):
         raise UserError(f"train needs an agent; expected one of {', '.join(config_lib.PRESETS)}")
     config = build_config(agent, options, strict=True)
     threads.apply(config)
-    train(config)
+    from qzoo import rundir
 
-
-def train(config):
-    from qzoo import logs
-    from qzoo.loop import Trainer, run
-
-    run_dir = config.run_dir or default_run_dir(config)
-    ckpt_path = os.path.join(run_dir, "checkpoints", "latest.pt")
-    config_path = os.path.join(run_dir, "config.json")
-    state = checkpoint.load(ckpt_path) if os.path.exists(ckpt_path) else None
-    if state is not None:
-        _check_same_run(state.get("config"), config, run_dir)
-    trainer = Trainer(config)
-    if state is not None:
-        trainer.load_state_dict(state["trainer"])
-        print(f"resuming {run_dir} at iteration {trainer.iteration}", file=sys.stderr)
-    checkpoint.atomic_write(config_path, lambda f: f.write(config.to_json().encode()))
-    if trainer.iteration > config.iterations:
-        print(f"{run_dir} is complete ({config.iterations} iterations)", file=sys.stderr)
-        return
-    csv_log = logs.CsvLog(os.path.join(run_dir, "results.csv"), state["csv_offset"] if state else 0)
-    tb_log = (
-        logs.TensorBoardLog(
-            os.path.join(run_dir, "tensorboard"), trainer.iteration * config.train_frames
-        )
-        if config.tensorboard
-        else None
-    )
-    progress = logs.Progress(config, config.progress)
-    for row in run(trainer, progress):
-        csv_log.write(row)
-        if tb_log:
-            tb_log.write(row)
-        print(logs.console_line(row), flush=True)
-        checkpoint.save(
-            ckpt_path,
-            {
-                "config": dataclasses.asdict(config),
-                "trainer": trainer.state_dict(),
-                "csv_offset": csv_log.offset,
-            },
-        )
-    if tb_log:
-        tb_log.close()
-
-
-def _check_same_run(saved, config, run_dir):
-    if not isinstance(saved, dict):
-        raise UserError(f"checkpoint in {run_dir!r} holds no config; it is not a qzoo run")
-    current = dataclasses.asdict(config)
-    for key, value in saved.items():
-        if key not in RESUMABLE and current.get(key) != value:
-            raise UserError(
-                f"--{key.replace('_', '-')} {current.get(key)!r} differs from {value!r} "
-                f"used by the run in {run_dir!r}; pass the same value or another --run-dir"
-            )
+    rundir.train(config)
 
 
 def agents():
@@ -366,6 +307,9 @@ def main(argv=None):
             )
     except _Exit as e:
         return e.status
+    except Diverged as e:
+        print(f"qzoo: diverged: {e}", file=sys.stderr)
+        return 3
     except UserError as e:
         print(f"qzoo: error: {e}", file=sys.stderr)
         return 2

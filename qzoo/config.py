@@ -148,6 +148,9 @@ class Config:
                                      "resume)")
     tensorboard: bool = option(True, "run", "write TensorBoard events")
     progress: bool = option(True, "run", "show a progress bar")
+    accept_changes: str = option("", "run", "on a resume, options that may differ from the "
+                                 "saved run (comma-separated; only: iterations)",
+                                 Text(empty_ok=True, describe="a comma-separated list"))
     # fmt: on
 
     def to_json(self):

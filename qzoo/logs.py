@@ -3,38 +3,76 @@
 import csv
 import io
 import math
-import os
 import sys
 import time
 
+import numpy as np
+
+from qzoo.checkpoint import atomic_write
+from qzoo.errors import UserError
+
 
 class CsvLog:
-    """results.csv with DQN Zoo's columns first; re-opened in append mode for every
-    row (DQN Zoo issue #8). `offset` is the byte length after the last row, kept in
-    checkpoints so that a resumed run drops rows written after its checkpoint."""
+    """results.csv, DQN Zoo's columns first, as a view of the rows kept in the checkpoint.
 
-    def __init__(self, path, offset=0):
+    Every `write` rewrites the whole file from all rows through a temporary file and a
+    rename (DQN Zoo appends, and its issue #8 shows what a kill mid-append leaves):
+    a kill leaves the old file or the new one, and a deleted, truncated or garbled
+    file is repaired by the next write. A few hundred rows take milliseconds."""
+
+    def __init__(self, path):
         self.path = path
-        self.offset = offset
-        if os.path.exists(path):
-            with open(path, "r+b") as f:  # rows after the checkpoint are redone
-                f.truncate(offset)
-        elif offset:
-            self.offset = 0
 
-    def write(self, row):
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=list(row))
-        if self.offset == 0:
-            writer.writeheader()
+    def check(self, rows):
+        """Raises UserError if an existing results.csv was not written by qzoo for these
+        rows: its first line must be their header (or the start of it: a file cut short).
+        NUL bytes, cut or garbled rows after the header are damage that `write` repairs.
+        With no rows, only an empty file (or NUL bytes) may be there."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read().replace(b"\0", b"")
+        except FileNotFoundError:
+            return
+        if not data:
+            return
+        if not rows:
+            raise UserError(
+                f"{self.path} exists but there is no checkpoint to rebuild it from; qzoo does "
+                "not overwrite it: move it away or use another --run-dir"
+            )
+        header = _csv_bytes([], _columns(rows)).rstrip(b"\r\n")
+        first = data.split(b"\n", 1)[0].rstrip(b"\r")
+        if first != header and not header.startswith(data):
+            raise UserError(
+                f"{self.path} was not written by qzoo for this run (its first line is not the "
+                "header of the run's columns); qzoo does not overwrite it: move it away or "
+                "use another --run-dir"
+            )
+
+    def write(self, rows):
+        """Replaces results.csv by the header and `rows`, atomically."""
+        data = _csv_bytes(rows, _columns(rows))
+        atomic_write(self.path, lambda f: f.write(data))
+
+
+def _columns(rows):
+    """Every key of every row, in order of appearance (a newer qzoo may add a column to
+    a run's later rows: they get it, the earlier rows an empty cell)."""
+    return list(dict.fromkeys(key for row in rows for key in row))
+
+
+def _csv_bytes(rows, columns):
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns)
+    writer.writeheader()
+    for row in rows:
         writer.writerow({k: _format(v) for k, v in row.items()})
-        data = buffer.getvalue().encode()
-        with open(self.path, "ab") as f:
-            f.write(data)
-        self.offset += len(data)
+    return buffer.getvalue().encode()
 
 
 def _format(value):
+    if isinstance(value, np.generic):
+        value = value.item()  # repr(np.float64(1.0)) is 'np.float64(1.0)' in numpy 2
     if isinstance(value, float):
         return "nan" if math.isnan(value) else repr(value)
     return value

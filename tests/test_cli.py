@@ -30,7 +30,7 @@ def test_subprocess_has_no_traceback(tmp_path):
 def test_corrupt_checkpoint_is_reported_and_kept(tmp_path, capsys):
     run_dir = tmp_path / "run"
     assert main(["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(run_dir)] + TINY) == 0
-    ckpt = run_dir / "checkpoints" / "latest.pt"
+    ckpt = run_dir / "checkpoints" / "latest.safetensors"
     results = (run_dir / "results.csv").read_bytes()
     ckpt.write_bytes(b"not a checkpoint")
     capsys.readouterr()

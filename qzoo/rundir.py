@@ -1,0 +1,429 @@
+"""The run folder: one run per folder, resumed by re-running its command, never lost,
+mixed or half-written.
+
+  <run>/checkpoints/latest.safetensors  everything that changes, and every results row
+  <run>/config.json                     the run's config, rewritten from the checkpoint's
+  <run>/results.csv                     rebuilt from the checkpoint's rows, never appended to
+  <run>/tensorboard/                    optional
+  <run>/.lock                           flock()ed for the whole run; says by which pid, host
+
+A start, in order: refuse a folder that is not a run; take the lock; remove temporary
+files left by a kill; refuse files qzoo did not write; load the checkpoint and check it
+against the command (a resume must be the same run); rebuild results.csv; then one
+iteration at a time: check the row is finite, save the checkpoint, rebuild results.csv.
+Every refusal happens before anything is written, and a save replaces the previous
+checkpoint only once the new one is complete on disk.
+"""
+
+import contextlib
+import dataclasses
+import json
+import math
+import numbers
+import os
+import shlex
+import sys
+
+import torch
+
+from qzoo import checkpoint, envs, logs
+from qzoo import config as config_lib
+from qzoo.errors import Diverged, UserError
+from qzoo.lock import RunLock
+
+CHECKPOINT = os.path.join("checkpoints", "latest.safetensors")
+OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before format 1
+QZOO_NAMES = ("config.json", "results.csv", "checkpoints", "tensorboard", "videos", ".lock")
+
+# Options a resumed run may change without changing its results. (`accept_changes` is
+# the per-command option below; it is not part of a run.)
+RESUMABLE = ("device", "threads", "progress", "tensorboard", "run_dir", "accept_changes")
+
+# Options a resume may change when the user says so with --accept-changes, and what it
+# does to the run: a resumed run then differs from one started with the new value.
+ACCEPTABLE = {
+    "iterations": "epsilon's decay length and prioritized replay's beta annealing are "
+    "fractions of the whole run (as in DQN Zoo), so from the next frame on they follow "
+    "the new length, and the run differs from one started with it",
+}
+
+# What a differing option means for the checkpoint, for the refusal message.
+WHAT_DIFFERS = dict.fromkeys(
+    ("torso", "mlp_hidden", "dueling", "noisy", "shared_bias", "distribution", "num_atoms",
+     "num_quantiles", "tau_latent_dim", "frame_stack"), "network shape",
+) | {"replay_capacity": "replay size", "num_envs": "replay size"}  # fmt: skip
+
+
+def train(config, accept_changes=None):
+    """Trains `config` in its run folder (config.run_dir, or runs/<agent>-<env>-<seed>),
+    resuming it when it holds a checkpoint; see the module docstring.
+
+    `accept_changes`: names of ACCEPTABLE options that may differ from the saved run
+    (default: config.accept_changes when Config has that field). Raises UserError for
+    bad input and OS errors, Diverged for a non-finite loss or Q-value, and lets
+    KeyboardInterrupt through after printing the command that resumes."""
+    if accept_changes is None:
+        accept_changes = parse_accept(config.accept_changes)
+    run_dir = config.run_dir or config_lib.default_run_dir(config)
+    from qzoo.loop import check_peak_memory
+
+    # Before anything is written: a run the machine cannot hold is refused at once.
+    info = envs.describe(config)
+    check_peak_memory(config, info)
+    _check_is_a_run_folder(run_dir)
+    with _os_errors("create run folder", run_dir):
+        if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+            raise UserError(f"run folder {run_dir} is a file, not a folder; pass another --run-dir")
+        os.makedirs(run_dir, exist_ok=True)
+    with RunLock(os.path.join(run_dir, ".lock")):
+        run = _Run(config, run_dir, accept_changes, info)
+        try:
+            run.start()
+        except KeyboardInterrupt:
+            run.write_results_after_interrupt()
+            command = resume_command(config, run_dir, accept_changes)
+            print(f"qzoo: interrupted; resume with: {command}", file=sys.stderr)
+            raise
+
+
+def parse_accept(text):
+    """'iterations,x' -> ('iterations', 'x'), each checked against ACCEPTABLE."""
+    names = tuple(n.strip().replace("-", "_") for n in str(text or "").split(",") if n.strip())
+    for name in names:
+        if name not in ACCEPTABLE:
+            raise UserError(
+                f"--accept-changes: {name!r} cannot be accepted on a resume; accepted: "
+                + ", ".join(ACCEPTABLE)
+            )
+    return names
+
+
+class _Run:
+    """One start of `qzoo train` in a locked run folder."""
+
+    def __init__(self, config, run_dir, accept, info):
+        self.config, self.run_dir, self.accept, self.info = config, run_dir, accept, info
+        self.ckpt_path = os.path.join(run_dir, CHECKPOINT)
+        self.config_path = os.path.join(run_dir, "config.json")
+        self.csv = logs.CsvLog(os.path.join(run_dir, "results.csv"))
+        self.rows = []  # the rows of the checkpoint on disk: results.csv is made of them
+        self.accepted = []  # messages on the changes --accept-changes let through
+        self.pending = None  # (rows, inode of the checkpoint before) during a save
+        self.checked = False  # whether the folder passed every check: it may be written
+
+    def write_results_after_interrupt(self):
+        """results.csv from the checkpoint's rows, after a Ctrl-C that may have fallen
+        between a save and the line after it (the new file has another inode)."""
+        if self.pending and _inode(self.ckpt_path) != self.pending[1]:
+            self.rows = self.pending[0]
+        if self.checked and self.rows:
+            with contextlib.suppress(OSError):
+                self.csv.write(self.rows)
+
+    def kept(self, previous="previous"):
+        """What a failure leaves, for its message."""
+        if not self.rows:
+            return "no checkpoint had been saved yet"
+        return f"the {previous} checkpoint (iteration {self.rows[-1]['iteration']}) is intact"
+
+    def start(self):
+        with _os_errors("read run folder", self.run_dir):
+            _remove_temporary_files(self.run_dir)
+            state = self.load()
+        self.checked = True
+        config, complete = self.config, self.next_iteration > self.config.iterations
+        try:
+            # The trainer is built (and can fail: memory, a missing ROM) before anything
+            # is written, so that a failed start leaves no config.json to trip over.
+            trainer = None if complete else self.make_trainer(state)
+            del state  # drops the memory maps of the checkpoint's replay
+            with _os_errors("write", self.config_path, "; " + self.kept()):
+                checkpoint.atomic_write(
+                    self.config_path, lambda f: f.write(config.to_json().encode())
+                )
+            if self.rows:
+                with _os_errors("write", self.csv.path, "; " + self.kept()):
+                    self.csv.write(self.rows)  # repairs a deleted, cut or garbled file
+            if complete:
+                print(f"{self.run_dir} is complete ({config.iterations} iterations)",
+                      file=sys.stderr)  # fmt: skip
+                return
+            if self.rows:
+                print(*self.accepted, f"resuming {self.run_dir} at iteration {trainer.iteration}",
+                      sep="\n", file=sys.stderr)  # fmt: skip
+            self.train(trainer)
+        except Diverged as e:
+            raise Diverged(f"{e}; the run stopped and {self.kept('last good')}") from None
+        except (MemoryError, torch.OutOfMemoryError) as e:
+            raise UserError(
+                f"out of memory ({_first_line(e)}); {self.kept('last')}; lower "
+                "--replay-capacity or --batch-size"
+            ) from None
+        except OSError as e:
+            raise UserError(_os_message("run in", self.run_dir, e, "; " + self.kept("last")))
+
+    @property
+    def next_iteration(self):
+        return self.rows[-1]["iteration"] + 1 if self.rows else 0
+
+    def load(self):
+        """Checks the folder's files against the command; returns the checkpoint's
+        trainer state (None for a new run). Raises UserError, changing nothing."""
+        if os.path.lexists(os.path.join(self.run_dir, OLD_CHECKPOINT)):
+            raise UserError(
+                f"{os.path.join(self.run_dir, OLD_CHECKPOINT)} is an old pickle-based "
+                "checkpoint, which qzoo no longer loads (unpickling a file can run code); "
+                "delete it (the run starts over) or use another --run-dir"
+            )
+        saved_json = _read_config_json(self.config_path)
+        state = checkpoint.load(self.ckpt_path) if os.path.lexists(self.ckpt_path) else None
+        current = _plain(dataclasses.asdict(self.config))
+        if state is not None:
+            if not _holds_a_run(state):
+                raise UserError(f"checkpoint {self.ckpt_path} does not hold a qzoo run")
+            _check_config_dict(state["config"], f"checkpoint {self.ckpt_path}")
+            self.rows = state["rows"]
+        saved = state["config"] if state is not None else saved_json
+        accepted = self.check_same_run(saved, current, state is not None) if saved else []
+        if state is not None and saved_json is not None:
+            # config.json may differ from the checkpoint in what a resume may change: a
+            # start writes it before its first save (an accepted change that a kill cut
+            # short leaves config.json ahead of the checkpoint).
+            edited = _differences(state["config"], saved_json, RESUMABLE + self.accept)
+            if edited:
+                raise UserError(
+                    f"{self.config_path} was edited ("
+                    + ", ".join(f"{k}: {b!r} instead of {a!r}" for k, a, b in edited)
+                    + "); a run's config is the one in its checkpoint, so an edit would "
+                    "have no effect: undo it, or delete config.json to have it rewritten"
+                )
+        self.csv.check(self.rows)  # before anything is written
+        self.accepted = [
+            f"accepting --{k.replace('_', '-')} {new!r} (was {old!r}): {ACCEPTABLE[k]}"
+            for k, old, new in accepted
+        ]
+        return state["trainer"] if state is not None else None
+
+    def check_same_run(self, saved, current, has_checkpoint):
+        """Refuses a command that is not the saved run's; returns the accepted changes."""
+        where = self.ckpt_path if has_checkpoint else self.config_path
+        if (saved["agent"], saved["env"]) != (current["agent"], current["env"]):
+            raise UserError(
+                f"{where} belongs to a {saved['agent']} run on {saved['env']}, not "
+                f"{current['agent']} on {current['env']}: resume it with `qzoo train "
+                f"{saved['agent']} --env {saved['env']} ...`, or use another --run-dir"
+            )
+        differences = _differences(saved, current, RESUMABLE)
+        refused = [d for d in differences if d[0] not in self.accept]
+        if refused:
+            listed = ", ".join(
+                f"--{k.replace('_', '-')} {b!r} differs from {a!r}"
+                + (f" ({WHAT_DIFFERS[k]})" if k in WHAT_DIFFERS else "")
+                for k, a, b in refused
+            )
+            hint = "pass the run's values or another --run-dir"
+            if not has_checkpoint:
+                hint += ", or delete its config.json (no checkpoint yet: nothing is lost)"
+            if all(k in ACCEPTABLE for k, _, _ in refused):
+                names = ",".join(k for k, _, _ in refused)
+                hint += f", or add --accept-changes {names} to change the run: " + "; ".join(
+                    ACCEPTABLE[k] for k, _, _ in refused
+                )
+            raise UserError(f"{listed} used by the run in {self.run_dir}; {hint}")
+        return differences
+
+    def make_trainer(self, state):
+        """A Trainer for the config, with the checkpoint's state when there is one."""
+        from qzoo.loop import Trainer
+
+        trainer = Trainer(self.config, self.info)
+        if state is not None:
+            mismatch = checkpoint.first_mismatch(state, trainer.state_dict())
+            if mismatch:
+                what = "replay size" if "replay" in mismatch else "network shape"
+                raise UserError(
+                    f"checkpoint {self.ckpt_path} does not fit this config: {mismatch} ({what} "
+                    "differs); use the options of the run that wrote it, or another --run-dir"
+                )
+            try:
+                trainer.load_state_dict(state)
+            except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
+                if isinstance(e, torch.OutOfMemoryError):
+                    raise
+                raise UserError(
+                    f"checkpoint {self.ckpt_path} does not fit this config ({_first_line(e)}); "
+                    "use the options of the run that wrote it, or another --run-dir"
+                ) from None
+        return trainer
+
+    def train(self, trainer):
+        """Runs the remaining iterations; after each, saves the checkpoint, then
+        rebuilds results.csv from it."""
+        from qzoo.loop import run
+
+        config, tb_log = self.config, None
+        if config.tensorboard:
+            tb_log = logs.TensorBoardLog(
+                os.path.join(self.run_dir, "tensorboard"), trainer.iteration * config.train_frames
+            )
+        for row in run(trainer, logs.Progress(config, config.progress)):
+            _check_finite(row)
+            rows = [*self.rows, row]
+            self.pending = rows, _inode(self.ckpt_path)
+            with _os_errors("save checkpoint", self.ckpt_path, "; " + self.kept()):
+                state = {"config": dataclasses.asdict(config), "trainer": trainer.state_dict(),
+                         "rows": rows}  # fmt: skip
+                checkpoint.save(self.ckpt_path, state)
+            self.rows, self.pending, state = rows, None, None
+            rebuild = "; the checkpoint was saved: run the command again to rebuild it"
+            with _os_errors("write", self.csv.path, rebuild):
+                self.csv.write(self.rows)
+            if tb_log:
+                tb_log.write(row)
+            print(logs.console_line(row), flush=True)
+        if tb_log:
+            tb_log.close()
+
+
+def _config_fields():
+    return {f.name for f in dataclasses.fields(config_lib.Config)}
+
+
+def _inode(path):
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
+def _check_is_a_run_folder(run_dir):
+    """Refuses, before creating anything in it, a non-empty folder that holds no run."""
+    if not os.path.isdir(run_dir):
+        return
+    with _os_errors("read run folder", run_dir):
+        names = os.listdir(run_dir)
+    if "config.json" in names or "checkpoints" in names:
+        return
+    foreign = sorted(n for n in names if n not in QZOO_NAMES and not n.startswith(".tmp-"))
+    if foreign:
+        raise UserError(
+            f"run folder {run_dir} holds files qzoo did not write ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}) and no run; pass a new or empty --run-dir"
+        )
+
+
+def _remove_temporary_files(run_dir):
+    """Removes `.tmp-*` files that a kill during atomic_write left behind."""
+    for folder in (run_dir, os.path.join(run_dir, "checkpoints")):
+        if os.path.isdir(folder):
+            for name in os.listdir(folder):
+                if name.startswith(".tmp-"):
+                    os.unlink(os.path.join(folder, name))
+
+
+def _read_config_json(path):
+    """config.json's dict, None if there is none; UserError if qzoo did not write it."""
+    try:
+        with open(path, "rb") as f:
+            saved = json.loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (UnicodeDecodeError, ValueError):
+        saved = None
+    _check_config_dict(saved, path)
+    return saved
+
+
+def _holds_a_run(state):
+    """Whether a loaded checkpoint is the tree that `_Run.train` saves."""
+    if not isinstance(state, dict) or set(state) != {"config", "trainer", "rows"}:
+        return False
+    rows = state["rows"]
+    return (
+        isinstance(rows, list)
+        and bool(rows)
+        and all(isinstance(r, dict) and type(r.get("iteration")) is int for r in rows)
+    )
+
+
+def _check_config_dict(saved, where):
+    unknown = sorted(set(saved) - _config_fields()) if isinstance(saved, dict) else []
+    if not isinstance(saved, dict) or not {"agent", "env"} <= set(saved) or unknown:
+        raise UserError(
+            f"{where} is not a qzoo config"
+            + (f" (unknown keys: {', '.join(unknown[:5])})" if unknown else "")
+            + "; qzoo does not overwrite it: move it away or use another --run-dir"
+        )
+
+
+def _plain(value):
+    """Config values as JSON gives them back (tuples become lists), for comparisons."""
+    return json.loads(json.dumps(value))
+
+
+def _differences(saved, current, ignore):
+    """[(key, saved value, current value)] over the keys of `saved`; keys that a newer
+    qzoo added to Config (absent from `saved`) take their current value."""
+    saved, current = _plain(saved), _plain(current)
+    return [
+        (k, saved[k], current.get(k))
+        for k in saved
+        if k not in ignore and saved[k] != current.get(k)
+    ]
+
+
+def _check_finite(row):
+    """Raises Diverged when the iteration's loss or mean Q is NaN or infinite: such a
+    state must never replace the last good checkpoint."""
+    if not row.get("train_num_updates"):
+        return  # no SGD step (iteration 0, or replay still filling): NaN means "none"
+    bad = {k: row.get(k) for k in ("train_loss", "train_mean_q")}
+    bad = {k: v for k, v in bad.items() if isinstance(v, numbers.Real) and not math.isfinite(v)}
+    if bad:
+        raise Diverged(
+            f"iteration {row['iteration']}: "
+            + " and ".join(f"{k} is {v}" for k, v in bad.items())
+            + " (the run diverged: try a lower --learning-rate or a gradient clip, in "
+            "another --run-dir)"
+        )
+
+
+@contextlib.contextmanager
+def _os_errors(action, path, after=""):
+    """OS errors are the user's to fix: one line naming the path and the OS's reason."""
+    try:
+        yield
+    except OSError as e:
+        raise UserError(_os_message(action, path, e, after)) from None
+
+
+def _os_message(action, path, error, after=""):
+    reason = error.strerror or _first_line(error)
+    if error.filename and os.fspath(error.filename) != os.fspath(path):
+        reason = f"{error.filename}: {reason}"
+    return f"cannot {action} {path}: {reason}{after}"
+
+
+def _first_line(error):
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def resume_command(config, run_dir, accept=()):
+    """The `qzoo train` command that resumes this run: the agent, --env, --run-dir and
+    every option that differs from the agent's defaults on that environment. Built
+    from the config, not sys.argv, so that it holds however qzoo was started
+    (`python -m qzoo`, tests calling cli.main) and names the run folder explicitly."""
+    domain, env = envs.resolve(config.env)
+    defaults = dataclasses.asdict(config_lib.make_config(config.agent, env, domain, {}))
+    args = ["qzoo", "train", config.agent, "--env", config.env, "--run-dir", run_dir]
+    for key, value in dataclasses.asdict(config).items():
+        if key in ("agent", "env", "run_dir", "accept_changes") or defaults[key] == value:
+            continue
+        name = key.replace("_", "-")
+        if isinstance(value, bool):
+            args.append(f"--{name}" if value else f"--no-{name}")
+        else:
+            args += [f"--{name}", repr(value) if isinstance(value, float) else str(value)]
+    if accept:
+        args += ["--accept-changes", ",".join(accept)]
+    return shlex.join(args)

@@ -1,0 +1,476 @@
+"""The run folder under faults: kills during a save, damaged results.csv, concurrent
+runs, planted pickles, full disks, bad resumes and divergence. Each refusal is one
+line, exit code 2, and leaves the folder exactly as it was."""
+
+import errno
+import json
+import math
+import os
+import pickle
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+import torch
+
+from qzoo import checkpoint, loop
+from qzoo.cli import main
+from qzoo.errors import Diverged
+
+ARGS = ["--env", "CartPole-v1", "--iterations", "1", "--train-frames", "300", "--eval-frames",
+        "100", "--replay-capacity", "1000", "--min-replay-capacity-fraction", "0.1",
+        "--no-tensorboard", "--no-progress"]  # fmt: skip
+MORE = ["--iterations", "2", "--accept-changes", "iterations"]  # one more iteration
+
+
+def train(run_dir, *extra, agent="dqn"):
+    return main(["train", agent, *ARGS, "--run-dir", str(run_dir), *extra])
+
+
+@pytest.fixture(scope="module")
+def base_run(tmp_path_factory):
+    """A finished run (iterations 0 and 1); tests work on copies of it."""
+    run_dir = tmp_path_factory.mktemp("base") / "run"
+    assert train(run_dir) == 0
+    return run_dir
+
+
+@pytest.fixture
+def run_dir(base_run, tmp_path):
+    shutil.copytree(base_run, tmp_path / "run")
+    assert train(tmp_path / "run") == 0  # a finished run: rewrites config.json's run_dir
+    return tmp_path / "run"
+
+
+def snapshot(folder):
+    """Every file under `folder` with its bytes (and every folder), to compare."""
+    files = {}
+    for root, dirs, names in os.walk(folder):
+        for name in dirs:
+            files[os.path.relpath(os.path.join(root, name), folder)] = None
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, folder)] = f.read()
+    return files
+
+
+def one_error_line(err, alone=True):
+    """The error line; `alone`: nothing else was printed (no progress lines before it)."""
+    *before, line = err.splitlines()
+    assert line.startswith("qzoo: error: ") and err.endswith("\n"), err
+    assert not (alone and before) and "Traceback" not in err
+    assert not any("qzoo:" in b for b in before)
+    return line
+
+
+# ---- refusals: parametrized bad resumes, each changing nothing ---------------------
+
+
+def edit_json(name, **changes):
+    def prepare(run_dir):
+        path = run_dir / name
+        data = json.loads(path.read_text())
+        data.update(changes)
+        path.write_text(json.dumps(data))
+        return run_dir
+
+    return prepare
+
+
+def write(name, data):
+    def prepare(run_dir):
+        (run_dir / name).parent.mkdir(exist_ok=True)
+        (run_dir / name).write_bytes(data)
+        return run_dir
+
+    return prepare
+
+
+def edit_checkpoint(edit):
+    def prepare(run_dir):
+        path = run_dir / "checkpoints" / "latest.safetensors"
+        state = checkpoint.load(path)
+        edit(state, run_dir)
+        checkpoint.save(path, state)
+        return run_dir
+
+    return prepare
+
+
+def other_agent(state, run_dir):
+    state["config"]["agent"] = "c51"
+    os.unlink(run_dir / "config.json")
+
+
+def other_network(state, run_dir):
+    online = state["trainer"]["learner"]["online"]
+    name = next(k for k, v in online.items() if v.ndim == 2)
+    online[name] = torch.zeros(online[name].shape[0] + 1, online[name].shape[1])
+
+
+def planted_pickle(name):
+    def prepare(run_dir):
+        with open(run_dir / "checkpoints" / name, "wb") as f:
+            pickle.dump(CreatesAFile(run_dir.parent / "pwned"), f, protocol=4)
+        return run_dir
+
+    return prepare
+
+
+class CreatesAFile:
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def foreign_safetensors(run_dir):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    save_file({"w": np.ones(2, np.float32)}, str(run_dir / "checkpoints" / "latest.safetensors"))
+    return run_dir
+
+
+def truncate_checkpoint(run_dir):
+    path = run_dir / "checkpoints" / "latest.safetensors"
+    path.write_bytes(path.read_bytes()[:1000])
+    return run_dir
+
+
+def other_format_version(run_dir):
+    path = run_dir / "checkpoints" / "latest.safetensors"
+    path.write_bytes(path.read_bytes().replace(b'"format_version":"1"', b'"format_version":"9"'))
+    return run_dir
+
+
+def no_checkpoint(run_dir):
+    shutil.rmtree(run_dir / "checkpoints")
+    return run_dir
+
+
+def foreign_folder(run_dir):
+    shutil.rmtree(run_dir)
+    run_dir.mkdir()
+    (run_dir / "notes.txt").write_text("my thesis\n")
+    return run_dir
+
+
+def a_file(run_dir):
+    shutil.rmtree(run_dir)
+    run_dir.write_text("a file\n")
+    return run_dir
+
+
+def under_a_file(run_dir):
+    return a_file(run_dir) / "sub"
+
+
+def same(run_dir):
+    return run_dir
+
+
+BAD_RESUMES = {
+    "edited seed": (edit_json("config.json", seed=2), [], "config.json was edited (seed: 2 "),
+    "edited lr": (edit_json("config.json", learning_rate=1.0), [], "learning_rate: 1.0 instead"),
+    "config not json": (write("config.json", b"{nope"), [], "is not a qzoo config"),
+    "config a list": (write("config.json", b"[1, 2]"), [], "is not a qzoo config"),
+    "config foreign keys": (
+        write("config.json", b'{"agent": "x", "env": "y", "name": "z"}'),
+        [],
+        "unknown keys: name",
+    ),
+    "results other columns": (write("results.csv", b"a,b\n1,2\n"), [], "was not written by qzoo"),
+    "results without checkpoint": (no_checkpoint, [], "no checkpoint to rebuild it from"),
+    "other seed": (same, ["--seed", "2"], "--seed 2 differs from 1 used by the run in"),
+    "other replay size": (same, ["--replay-capacity", "2000"], "2000 differs from 1000 (replay"),
+    "other network": (same, ["--mlp-hidden", "32"], "32 differs from 64 (network shape)"),
+    "more iterations": (same, ["--iterations", "5"], "--accept-changes iterations to change"),
+    "accept a seed": (same, ["--seed", "2", "--accept-changes", "seed"], "'seed' cannot be"),
+    "old latest.pt": (planted_pickle("latest.pt"), [], "old pickle-based checkpoint"),
+    "pickle as safetensors": (planted_pickle("latest.safetensors"), [], "is a pickle file"),
+    "foreign safetensors": (foreign_safetensors, [], "no qzoo metadata"),
+    "truncated checkpoint": (truncate_checkpoint, [], "is corrupt"),
+    "format version": (other_format_version, [], "qzoo format version '9'"),
+    "checkpoint of c51": (edit_checkpoint(other_agent), [], "belongs to a c51 run on CartPole"),
+    "network shape": (edit_checkpoint(other_network), MORE, "(network shape differs)"),
+    "foreign folder": (foreign_folder, [], "holds files qzoo did not write (notes.txt)"),
+    "run folder is a file": (a_file, [], "is a file, not a folder"),
+    "under a file": (under_a_file, [], "run/sub: Not a directory"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_RESUMES)
+def test_bad_resume_is_refused_and_changes_nothing(case, run_dir, capsys):
+    prepare, extra, message = BAD_RESUMES[case]
+    target = prepare(run_dir)
+    before = snapshot(run_dir.parent)
+    capsys.readouterr()
+    assert train(target, *extra) == 2
+    err = one_error_line(capsys.readouterr().err)
+    assert message in err
+    assert snapshot(run_dir.parent) == before
+    assert not (run_dir.parent / "pwned").exists()  # no pickle ever ran
+
+
+def test_a_deleted_config_json_is_rewritten_from_the_checkpoint(run_dir):
+    config = (run_dir / "config.json").read_bytes()
+    os.unlink(run_dir / "config.json")
+    assert train(run_dir) == 0
+    assert (run_dir / "config.json").read_bytes() == config
+
+
+# ---- results.csv is derived from the checkpoint's rows -----------------------------
+
+
+DAMAGE = {
+    "deleted": lambda data: None,
+    "empty": lambda data: b"",
+    "cut in the header": lambda data: data[:20],
+    "cut in a row": lambda data: data[:-30],
+    "last row dropped": lambda data: data[: data.rindex(b"\n", 0, -1) + 1],
+    "garbled rows": lambda data: data[:300] + b"\xff\xfe garbage,,,\n" * 3 + data[320:],
+    "NUL bytes appended": lambda data: data + b"\0" * 4096,
+    "NUL bytes inside": lambda data: data[:400] + b"\0" * 100 + data[500:],
+    "all NUL bytes": lambda data: b"\0" * len(data),
+    "row repeated": lambda data: data + data[data.index(b"\n") + 1 :],
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_damaged_results_csv_is_rebuilt_exactly(damage, run_dir):
+    path = run_dir / "results.csv"
+    good = path.read_bytes()
+    damaged = DAMAGE[damage](good)
+    if damaged is None:
+        path.unlink()
+    else:
+        path.write_bytes(damaged)
+    assert train(run_dir) == 0  # a finished run: only results.csv is rebuilt
+    assert path.read_bytes() == good
+
+
+def test_cut_results_csv_then_more_iterations_has_each_row_once(run_dir, capsys):
+    path = run_dir / "results.csv"
+    path.write_bytes(path.read_bytes()[:50])
+    assert train(run_dir, *MORE) == 0
+    assert "accepting --iterations 2 (was 1): epsilon's decay" in capsys.readouterr().err
+    lines = path.read_text().splitlines()
+    assert [line.split(",")[0] for line in lines] == ["iteration", "0", "1", "2"]
+    assert json.loads((run_dir / "config.json").read_text())["iterations"] == 2
+    assert train(run_dir, "--iterations", "2") == 0  # the run is now a 2-iteration run
+
+
+def test_results_csv_takes_a_column_that_later_rows_add(tmp_path):
+    from qzoo.logs import CsvLog
+
+    log = CsvLog(tmp_path / "results.csv")
+    rows = [{"iteration": 0, "loss": math.nan}, {"iteration": 1, "loss": 0.5, "new": 2}]
+    log.write(rows)
+    assert (tmp_path / "results.csv").read_bytes() == b"iteration,loss,new\r\n0,nan,\r\n1,0.5,2\r\n"
+    log.check(rows)  # what it wrote is qzoo's
+
+
+# ---- kills, locks, temporary files --------------------------------------------------
+
+SLOW_SAVE = """
+import os, sys, time
+import numpy as np
+from qzoo import checkpoint
+checkpoint.CHUNK_BYTES = 2**20
+write = os.write
+os.write = lambda fd, data: (time.sleep(0.05), write(fd, data))[1]
+checkpoint.save(sys.argv[1], {"frames": np.ones(64 * 2**20, np.uint8)})
+"""
+
+
+def test_kill_during_a_save_keeps_the_checkpoint_and_the_next_start_cleans_up(run_dir):
+    folder = run_dir / "checkpoints"
+    before = snapshot(run_dir)
+    process = subprocess.Popen([sys.executable, "-c", SLOW_SAVE, folder / "latest.safetensors"])
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+        tmp = [n for n in os.listdir(folder) if n.startswith(".tmp-")]
+        if tmp and os.path.getsize(folder / tmp[0]) > 4 * 2**20:
+            break
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert tmp and (folder / tmp[0]).exists(), "the save was not caught midway"
+    after = snapshot(run_dir)
+    assert after.pop(os.path.join("checkpoints", tmp[0])) and after == before
+    (run_dir / ".tmp-abc-config.json").write_text("{")  # as a kill in atomic_write leaves
+    assert train(run_dir) == 0
+    assert snapshot(run_dir) == before
+
+
+def test_second_run_is_refused_naming_the_holder_and_a_killed_runs_lock_blocks_nothing(
+    run_dir, capsys
+):
+    command = [sys.executable, "-m", "qzoo", "train", "dqn", *ARGS, "--run-dir", str(run_dir),
+               "--iterations", "1000", "--accept-changes", "iterations"]  # fmt: skip
+    holder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        lock = run_dir / ".lock"
+        while time.time() < deadline and not (lock.exists() and lock.read_text()):
+            assert holder.poll() is None
+            time.sleep(0.05)
+        capsys.readouterr()
+        start = time.perf_counter()
+        assert train(run_dir, "--iterations", "1000", "--accept-changes", "iterations") == 2
+        assert time.perf_counter() - start < 1.0
+        err = one_error_line(capsys.readouterr().err)
+        assert f"is in use by pid {holder.pid} on host {socket.gethostname()}" in err
+    finally:
+        holder.kill()
+        holder.wait()
+    assert lock.exists()  # left by the killed run: stale
+    assert train(run_dir, "--iterations", "1", "--accept-changes", "iterations") == 0
+    assert not lock.exists()
+
+
+def test_ctrl_c_prints_the_command_that_resumes(run_dir, monkeypatch, capsys):
+    run_iteration = loop.Trainer.run_iteration
+
+    def interrupted(self, progress=None):
+        if self.iteration == 2:
+            raise KeyboardInterrupt
+        return run_iteration(self, progress)
+
+    monkeypatch.setattr(loop.Trainer, "run_iteration", interrupted)
+    assert train(run_dir, "--iterations", "3", "--accept-changes", "iterations") == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    line = err.splitlines()[-1]
+    assert line.startswith("qzoo: interrupted; resume with: qzoo train dqn --env CartPole-v1")
+    monkeypatch.setattr(loop.Trainer, "run_iteration", run_iteration)
+    assert main(shlex.split(line.split("resume with: ")[1])[1:]) == 0
+    rows = (run_dir / "results.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows] == ["iteration", "0", "1", "2", "3"]
+
+
+def test_ctrl_c_right_after_a_save_still_leaves_its_rows_in_results_csv(run_dir, monkeypatch):
+    save = checkpoint.save
+
+    def save_then_interrupt(path, state):
+        save(path, state)
+        raise KeyboardInterrupt  # e.g. during the folder's fsync, after the rename
+
+    monkeypatch.setattr(checkpoint, "save", save_then_interrupt)
+    assert train(run_dir, *MORE) == 130
+    rows = (run_dir / "results.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows] == ["iteration", "0", "1", "2"]
+
+
+# ---- OS errors: one line naming the path, the previous checkpoint intact ------------
+
+
+def test_disk_full_during_a_save_keeps_the_previous_checkpoint(run_dir, monkeypatch, capsys):
+    before = snapshot(run_dir)
+    write = os.write
+
+    def full(fd, data):
+        if ".tmp-" in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write(fd, data)
+
+    monkeypatch.setattr(os, "write", full)
+    capsys.readouterr()
+    assert train(run_dir, *MORE) == 2
+    err = one_error_line(capsys.readouterr().err, alone=False)
+    assert f"cannot save checkpoint {run_dir / 'checkpoints' / 'latest.safetensors'}" in err
+    assert "No space left on device; the previous checkpoint (iteration 1) is intact" in err
+    after = snapshot(run_dir)
+    assert after.pop("config.json") != before.pop("config.json")  # the accepted iterations
+    assert after == before  # no temporary file left, checkpoint and results unchanged
+
+
+@pytest.fixture
+def small_tmpfs():
+    folder = tempfile.mkdtemp()
+    command = ["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", folder]
+    mounted = subprocess.run(command, check=False, capture_output=True).returncode == 0
+    if not mounted:
+        os.rmdir(folder)
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    yield folder
+    subprocess.run(["umount", folder], check=True)
+    os.rmdir(folder)
+
+
+def test_a_real_full_disk(run_dir, small_tmpfs, capsys):
+    target = os.path.join(small_tmpfs, "run")
+    shutil.copytree(run_dir, target)
+    with open(os.path.join(small_tmpfs, "filler"), "wb") as f:  # leaves less than a checkpoint
+        free = os.statvfs(small_tmpfs).f_bavail * os.statvfs(small_tmpfs).f_frsize
+        f.write(b"x" * (free - 50_000))
+    before = snapshot(target)
+    capsys.readouterr()
+    assert train(target, *MORE) == 2
+    err = one_error_line(capsys.readouterr().err, alone=False)
+    assert "No space left on device" in err and "(iteration 1) is intact" in err
+    after = snapshot(target)
+    assert after.pop("config.json") != before.pop("config.json")
+    assert after == before
+
+
+def test_a_folder_that_cannot_be_written(run_dir, monkeypatch, capsys):
+    def denied(*args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), kwargs.get("dir"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    before = snapshot(run_dir)
+    capsys.readouterr()
+    assert train(run_dir) == 2
+    err = one_error_line(capsys.readouterr().err)
+    assert f"cannot write {run_dir / 'config.json'}: {run_dir}: Permission denied" in err
+    assert snapshot(run_dir) == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_folder(run_dir, capsys):
+    os.chmod(run_dir, 0o555)
+    try:
+        assert train(run_dir) == 2
+        assert "Permission denied" in one_error_line(capsys.readouterr().err)
+    finally:
+        os.chmod(run_dir, 0o755)
+
+
+# ---- divergence -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [{"train_loss": math.nan}, {"train_mean_q": math.inf}, "raised by the loop"],
+)
+def test_divergence_stops_with_exit_3_and_keeps_the_last_good_checkpoint(
+    failure, run_dir, monkeypatch, capsys
+):
+    run_iteration = loop.Trainer.run_iteration
+
+    def diverging(self, progress=None):
+        if failure == "raised by the loop":
+            raise Diverged("iteration 2: train_loss is nan")
+        row = run_iteration(self, progress)
+        return {**row, **failure}
+
+    before = snapshot(run_dir)
+    monkeypatch.setattr(loop.Trainer, "run_iteration", diverging)
+    capsys.readouterr()
+    assert train(run_dir, *MORE) == 3
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("qzoo: diverged: iteration 2: ") and "Traceback" not in err
+    assert "the last good checkpoint (iteration 1) is intact" in err
+    after = snapshot(run_dir)
+    after.pop("config.json"), before.pop("config.json")
+    assert after == before  # checkpoint and results.csv byte-identical
