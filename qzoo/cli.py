@@ -29,6 +29,33 @@ COMMANDS = {
     "bench": "speed and memory figures as JSON lines: bench replay | bench train",
 }
 
+# Commands that live in their own module, as `qzoo.<module>.main(argv)`: each parses
+# its own options with `Parser` (one-line errors through UserError) and does its work.
+# A module listed here that does not exist yet is not offered.
+TOOLS = {
+    "eval": ("qzoo.tools.evaluate", "evaluate a run's snapshot: return statistics"),
+    "play": ("qzoo.tools.play", "watch a run's agent play in the terminal"),
+    "record": ("qzoo.tools.record", "record a run's agent as an MP4 video"),
+    "plot": ("qzoo.tools.plot", "learning curves of runs from their results.csv"),
+    "compare": ("qzoo.tools.compare", "IQM, median, mean, optimality gap with bootstrap CIs"),
+    "visualize": ("qzoo.tools.visualize", "what the network responds to: saliency, filters"),
+    "profile": ("qzoo.tools.profile", "where the time goes: train, act or env"),
+    "dataset": ("qzoo.offline.cli", "DQN Replay Dataset: info, convert"),
+}
+
+
+def _available_tools():
+    import importlib.util
+
+    found = {}
+    for name, (module, what) in TOOLS.items():
+        try:
+            if importlib.util.find_spec(module) is not None:
+                found[name] = (module, what)
+        except ModuleNotFoundError:  # the parent package does not exist yet
+            pass
+    return found
+
 
 class _Exit(Exception):
     """argparse finished early (--help, --version) with this exit status."""
@@ -284,7 +311,12 @@ def main(argv=None):
             agents()
         elif command == "bench":
             bench_command(argv[1:])
+        elif command in _available_tools():
+            import importlib
+
+            importlib.import_module(_available_tools()[command][0]).main(argv[1:])
         else:
+            commands = {**COMMANDS, **{k: v[1] for k, v in _available_tools().items()}}
             top = Parser(
                 prog="qzoo",
                 description="Fast PyTorch DQN-family agents (DQN Zoo's seven) for Atari, "
@@ -294,15 +326,15 @@ def main(argv=None):
             top.add_argument("--version", action="version", version=f"qzoo {qzoo.__version__}")
             top.add_argument(
                 "command", nargs="?", metavar="COMMAND",
-                help="; ".join(f"{name}: {what}" for name, what in COMMANDS.items()),
+                help="; ".join(f"{name}: {what}" for name, what in commands.items()),
             )  # fmt: skip
             options = parse(top, argv)
             if options.get("command") is None:
                 top.print_help()
                 return 0
-            hint = closest(options["command"], COMMANDS)
+            hint = closest(options["command"], commands)
             raise UserError(
-                f"unknown command {options['command']!r}; expected train, agents or bench"
+                f"unknown command {options['command']!r}; expected {', '.join(commands)}"
                 + (f" (did you mean {hint[0]}?)" if hint else "")
             )
     except _Exit as e:
