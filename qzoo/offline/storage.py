@@ -1,0 +1,135 @@
+"""DQN Replay Dataset checkpoints as a replay storage, sampled by Dopamine's rules.
+
+Each loaded checkpoint suffix is one column b of qzoo's (row, column) slots, so the
+uniform sampler of replay/samplers.py draws over all of them at once, each valid
+transition equally likely (batch_rl instead picks one of its 5 loaded files per batch
+uniformly, over-sampling a small final file; see README). Within a column, the rules
+are Dopamine's `OutOfGraphReplayBuffer` (batch_rl_dopamine.md §1.4), with C rows,
+stack K, horizon n, cursor = add_count mod C:
+
+- index i is drawn from [K - 1, cursor - n) when add_count < C, else from the ages
+  K - 1 .. C - n - 1 after the cursor (rows cursor - C + K - 1 .. cursor - n - 1);
+- i is rejected if it is in invalid_range, or if any of rows i - K + 1 .. i - 1 is
+  terminal (a terminal on row i itself is allowed);
+- the state is rows i - K + 1 .. i (mod C), oldest first, with no zeroing: episode
+  starts are the three all-zero padding rows the writer put there;
+- the n-step trajectory stops after the first terminal among rows i .. i + n - 1
+  (length l), reward sum_{j<l} gamma^j r_{i+j}, next state the stack at i + l, and
+  discount gamma^n (1 - terminal).
+
+The state is [K, H, W] (qzoo's channel-first layout); Dopamine's is [H, W, K] with
+the same frames in the same order.
+"""
+
+import numpy as np
+
+from qzoo.replay.batch import Batch
+
+
+class DatasetStorage:
+    """Read-only storage over checkpoints given as dicts of arrays (observation,
+    action, reward, terminal, add_count, invalid_range), e.g. from
+    dopamine.read_checkpoint or memory-mapped files."""
+
+    def __init__(self, checkpoints, stack=4, n_steps=1, discount=0.99):
+        if not checkpoints:
+            raise ValueError("a dataset storage needs at least one checkpoint")
+        self.columns = list(checkpoints)
+        capacities = {len(c["action"]) for c in self.columns}
+        if len(capacities) != 1:
+            raise ValueError(f"checkpoints of different capacities {sorted(capacities)}")
+        self.num_rows = capacities.pop()
+        self.num_envs = len(self.columns)
+        self.stack, self.n_steps, self.discount = stack, n_steps, discount
+        self.frame_shape = tuple(self.columns[0]["observation"].shape[1:])
+        self.add_counts = np.array([int(c["add_count"]) for c in self.columns], np.int64)
+        self.cursors = self.add_counts % self.num_rows
+        self.full = self.add_counts >= self.num_rows
+        self.invalid = [set(np.asarray(c["invalid_range"]).tolist()) for c in self.columns]
+        self.num_adds = 0  # nothing is ever added
+        # Per-column tables, small next to the frames: terminal flags and rewards.
+        self._terminal = np.stack([np.asarray(c["terminal"]) != 0 for c in self.columns], 1)
+        self._reward = np.stack([np.asarray(c["reward"], np.float32) for c in self.columns], 1)
+        self._action = np.stack([np.asarray(c["action"]) for c in self.columns], 1)
+
+    @property
+    def size(self):
+        """Rows that hold data, over all columns (what a sampler normalizes by)."""
+        return int(np.minimum(self.add_counts, self.num_rows).sum())
+
+    # -- what the samplers use -------------------------------------------------------
+    def oldest(self):
+        return 0
+
+    def window(self):
+        """Every row may be drawn; `valid` applies each column's own range."""
+        return 0, self.num_rows
+
+    def can_sample(self):
+        return bool(self.valid_count() > 0)
+
+    def in_window(self, t):
+        return np.ones(np.shape(t), bool)
+
+    def can_start(self, t, b):
+        return self.valid(t, b)
+
+    def valid(self, t, b):
+        """Dopamine's `is_valid_transition` for rows `t` of checkpoints `b`."""
+        t, b = np.asarray(t), np.asarray(b)
+        C, K, n = self.num_rows, self.stack, self.n_steps
+        cursor = self.cursors[b]
+        age = (t - cursor) % C
+        ok = np.where(self.full[b], (age >= K - 1) & (age < C - n), (t >= K - 1) & (t < cursor - n))
+        ok &= np.array([int(i) not in self.invalid[j] for i, j in zip(t, b)], bool)
+        for k in range(1, K):  # no terminal among the first K - 1 frames of the stack
+            ok &= ~self._terminal[(t - k) % C, b]
+        return ok
+
+    def valid_count(self):
+        """Valid transitions in the whole dataset (for `dataset info`)."""
+        rows = np.arange(self.num_rows)
+        return sum(int(self.valid(rows, np.full(self.num_rows, b)).sum())
+                   for b in range(self.num_envs))  # fmt: skip
+
+    # -- assembling transitions ------------------------------------------------------
+    def stacked(self, t, b):
+        """States ending at rows `t` of checkpoints `b`: [len(t), K, H, W]."""
+        rows = (np.asarray(t)[:, None] - np.arange(self.stack - 1, -1, -1)) % self.num_rows
+        out = np.empty((len(t), self.stack) + self.frame_shape, np.uint8)
+        for j in np.unique(b):  # one fancy index per checkpoint (file) in the batch
+            mine = np.flatnonzero(b == j)
+            out[mine] = self.columns[j]["observation"][rows[mine]]
+        return out
+
+    def returns(self, t, b):
+        """(reward, terminal, length) of the n-step trajectories from rows `t`."""
+        reward = np.zeros(len(t), np.float32)
+        terminal = np.zeros(len(t), bool)
+        length = np.full(len(t), self.n_steps)
+        for j in range(self.n_steps):
+            row = (t + j) % self.num_rows
+            alive = ~terminal
+            reward += np.where(alive, np.float32(self.discount**j) * self._reward[row, b], 0)
+            ends = alive & self._terminal[row, b]
+            length = np.where(ends, j + 1, length)
+            terminal |= ends
+        return reward, terminal, length
+
+    def gather(self, t, b):
+        """The `Batch` of transitions starting at rows `t` of checkpoints `b`."""
+        t, b = np.asarray(t), np.asarray(b)
+        r_t, terminal, length = self.returns(t, b)
+        discount_t = np.where(terminal, 0.0, self.discount**self.n_steps).astype(np.float32)
+        return Batch(
+            s_tm1=self.stacked(t, b), a_tm1=self._action[t, b].astype(np.int64), r_t=r_t,
+            discount_t=discount_t, s_t=self.stacked((t + length) % self.num_rows, b),
+            indices=(t, b),
+        )  # fmt: skip
+
+    def state_dict(self):
+        """A dataset is read-only: a checkpoint needs nothing of it."""
+        return {}
+
+    def load_state_dict(self, state):
+        pass

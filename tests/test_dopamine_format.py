@@ -1,0 +1,228 @@
+"""The DQN Replay Dataset format (batch_rl_dopamine.md §1), on small files written here:
+the writer's rows, padding, snapshots and invalid_range; reading back; bad files; and
+sampling by Dopamine's rules, against a reference written loop by loop from §1.4."""
+
+import gzip
+import io
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+from qzoo.errors import UserError
+from qzoo.offline import dopamine
+from qzoo.offline.storage import DatasetStorage
+from qzoo.offline.writer import LoggedReplayWriter
+from qzoo.replay import Replay, UniformSampler
+
+K = 4  # Dopamine's stack
+
+
+def episodes(writer, lengths, start=1):
+    """Adds episodes of the given lengths; frame k of the stream is filled with k."""
+    k, shape = start, writer.observation.shape[1:]
+    for length in lengths:
+        for step in range(length):
+            terminal = step == length - 1
+            writer.add(np.full(shape, k % 256, np.uint8), k % 5, float(k % 3) - 1, terminal)
+            k += 1
+    return k
+
+
+def test_rows_padding_and_add_count(tmp_path):
+    writer = LoggedReplayWriter(tmp_path, 100, (2, 2))
+    episodes(writer, [3, 2])
+    # 3 padding rows, 3 real rows (the last terminal), 3 padding rows, 2 real rows.
+    assert writer.add_count == 11
+    assert writer.observation[:11, 0, 0].tolist() == [0, 0, 0, 1, 2, 3, 0, 0, 0, 4, 5]
+    assert writer.terminal[:11].tolist() == [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1]
+    assert writer.action[:3].tolist() == [0, 0, 0] and writer.reward[:3].tolist() == [0, 0, 0]
+    assert writer.invalid_range().tolist() == [10, 11, 12, 13, 14]  # cursor - 1 .. cursor + 3
+
+
+def test_full_snapshot_then_final_partial(tmp_path):
+    writer = LoggedReplayWriter(tmp_path, 20, (2, 2))
+    episodes(writer, [10, 10])  # 3 + 10 + 3 + 10 = 26 rows: one snapshot at add_count 19
+    assert dopamine.suffixes(tmp_path) == [0]
+    first = dopamine.read_checkpoint(tmp_path, 0)
+    assert int(first["add_count"]) == 19
+    assert first["invalid_range"].tolist() == [18, 19, 0, 1, 2]  # the spec's [C-2, C-1, 0, 1, 2]
+    writer.close()
+    final = dopamine.read_checkpoint(tmp_path, 1)
+    assert int(final["add_count"]) == 26 % 20  # the cursor: a buffer that is not full
+    np.testing.assert_array_equal(final["observation"], writer.observation)
+    assert len(os.listdir(tmp_path)) == 12 and final["episode_end_indices"] is None
+
+
+def test_an_episode_start_near_the_wrap_does_not_skip_a_snapshot(tmp_path):
+    """batch_rl checks after each add() (4 rows at an episode start) and skips the pass;
+    qzoo checks after each row."""
+    writer = LoggedReplayWriter(tmp_path, 20, (2, 2))
+    episodes(writer, [14])  # add_count 17 = C - 3; the next add writes 4 rows: 18..21
+    assert writer.add_count == 17 and dopamine.suffixes(tmp_path) == []
+    episodes(writer, [1])
+    assert writer.add_count == 21 and dopamine.suffixes(tmp_path) == [0]
+
+
+def test_files_are_npy_v1_exactly_as_numpy_saves_them(tmp_path):
+    writer = LoggedReplayWriter(tmp_path, 20, (3, 2))
+    episodes(writer, [5])
+    writer.close()
+    for attribute in dopamine.DTYPES:
+        with gzip.open(tmp_path / dopamine.file_name(attribute, 0), "rb") as f:
+            stored = f.read()
+        expected = io.BytesIO()
+        np.save(expected, getattr(writer, attribute) if attribute in dopamine.STORE else
+                dopamine.read_array(tmp_path / dopamine.file_name(attribute, 0), attribute),
+                allow_pickle=False)  # fmt: skip
+        assert stored == expected.getvalue(), attribute
+        assert stored[:8] == b"\x93NUMPY\x01\x00"
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (b"not gzip at all", "is not readable gzip"),
+        (gzip.compress(b"just text"), "is not an NPY array"),
+        (gzip.compress(pickle.dumps(np.zeros(3))), "holds a pickle where an array belongs"),
+        ("float64", "has dtype float64, not int32"),
+        ("truncated", "is truncated"),
+        ("object", "holds Python objects"),
+    ],
+)
+def test_bad_files_are_one_line_naming_the_file(tmp_path, content, problem):
+    writer = LoggedReplayWriter(tmp_path, 20, (2, 2))
+    episodes(writer, [5])
+    writer.close()
+    path = tmp_path / dopamine.file_name("action", 0)
+    if content == "float64":
+        dopamine.write_array(path, np.zeros(20, np.float64))
+    elif content == "truncated":
+        path.write_bytes(gzip.compress(gzip.decompress(path.read_bytes())[:-7]))
+    elif content == "object":
+        buffer = io.BytesIO()
+        np.lib.format.write_array(buffer, np.array([{}], object), allow_pickle=True)
+        path.write_bytes(gzip.compress(buffer.getvalue()))
+    else:
+        path.write_bytes(content)
+    with pytest.raises(UserError) as error:
+        dopamine.read_checkpoint(tmp_path, 0)
+    message = str(error.value)
+    assert str(path) in message and problem in message and "\n" not in message
+
+
+def test_missing_file_and_episode_end_indices(tmp_path):
+    writer = LoggedReplayWriter(tmp_path, 20, (2, 2))
+    episodes(writer, [5])
+    writer.close()
+    ends = tmp_path / "episode_end_indices_ckpt.0.gz"
+    ends.write_bytes(gzip.compress(pickle.dumps({7, 9})))
+    assert dopamine.read_checkpoint(tmp_path, 0)["episode_end_indices"] == {7, 9}
+    planted = tmp_path / "planted"
+
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(planted), "w"))
+
+    ends.write_bytes(gzip.compress(pickle.dumps(Evil())))
+    with pytest.raises(UserError, match="is not a pickled set of ints"):
+        dopamine.read_checkpoint(tmp_path, 0)
+    assert not planted.exists()  # nothing was built
+    os.remove(tmp_path / dopamine.file_name("reward", 0))
+    assert dopamine.suffixes(tmp_path) == []
+    with pytest.raises(UserError, match="missing"):
+        dopamine.read_checkpoint(tmp_path, 0)
+
+
+# ---- sampling, against a reference written from §1.4 -------------------------------
+def reference_valid(data, i, n=1):
+    """Dopamine's is_valid_transition, condition by condition."""
+    C, add_count = len(data["action"]), int(data["add_count"])
+    cursor, full = add_count % C, add_count >= C
+    if i < 0 or i >= C:
+        return False
+    if not full and (i >= cursor - n or i < K - 1):
+        return False
+    # When full, drawn from randint(cursor - C + K - 1, cursor - n), taken mod C.
+    if full and i not in {j % C for j in range(cursor - C + K - 1, cursor - n)}:
+        return False
+    if i in set(data["invalid_range"].tolist()):
+        return False
+    return not any(data["terminal"][(i - k) % C] for k in range(1, K))
+
+
+def reference_transition(data, i, n, gamma):
+    C = len(data["action"])
+    state = np.stack([data["observation"][(i - K + 1 + k) % C] for k in range(K)])
+    length, terminal, reward = n, 0, 0.0
+    for j in range(n):
+        reward += gamma**j * data["reward"][(i + j) % C]
+        if data["terminal"][(i + j) % C]:
+            length, terminal = j + 1, 1
+            break
+    nxt = (i + length) % C
+    next_state = np.stack([data["observation"][(nxt - K + 1 + k) % C] for k in range(K)])
+    return state, data["action"][i], reward, next_state, terminal
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_every_index_matches_the_reference(tmp_path, n):
+    writer = LoggedReplayWriter(tmp_path, 30, (2, 2))
+    episodes(writer, [7, 1, 9, 4, 12, 6, 8, 10])  # 3 * 8 padding + 57 rows = 81 rows
+    writer.close()
+    files = [dopamine.read_checkpoint(tmp_path, s) for s in dopamine.suffixes(tmp_path)]
+    # Snapshots at add_count 29 (not yet full, as the dataset's suffix 0), 59 (full,
+    # wrapped) and the final partial one (add_count 81 mod 30 = 21).
+    assert [int(f["add_count"]) for f in files] == [29, 59, 21]
+    storage = DatasetStorage(files, stack=K, n_steps=n, discount=0.9)
+    for b, data in enumerate(files):
+        rows = np.arange(30)
+        valid = storage.valid(rows, np.full(30, b))
+        assert valid.tolist() == [reference_valid(data, i, n) for i in range(30)]
+        t = np.flatnonzero(valid)
+        batch = storage.gather(t, np.full(len(t), b))
+        for k, i in enumerate(t):
+            state, action, reward, next_state, terminal = reference_transition(data, i, n, 0.9)
+            np.testing.assert_array_equal(batch.s_tm1[k], state)
+            np.testing.assert_array_equal(batch.s_t[k], next_state)
+            assert batch.a_tm1[k] == action and batch.r_t[k] == pytest.approx(reward)
+            assert batch.discount_t[k] == pytest.approx(0.0 if terminal else 0.9**n)
+    # The padding rows are never valid states; the first real frame of an episode is,
+    # with three zero frames before it.
+    first = files[0]
+    starts = [i for i in range(30) if reference_valid(first, i) and
+              first["observation"][(i - 1) % 30].max() == 0]  # fmt: skip
+    assert starts and all(
+        storage.gather(np.array([i]), np.array([0])).s_tm1[0, :3].max() == 0 for i in starts
+    )
+
+
+def test_uniform_sampler_draws_only_valid_transitions_of_every_file(tmp_path):
+    writer = LoggedReplayWriter(tmp_path, 30, (2, 2))
+    episodes(writer, [7, 1, 9, 4, 12, 6, 8, 10])
+    writer.close()
+    files = [dopamine.read_checkpoint(tmp_path, s) for s in dopamine.suffixes(tmp_path)]
+    storage = DatasetStorage(files)
+    replay = Replay(storage, UniformSampler(storage, np.random.default_rng(0)))
+    seen = set()
+    for _ in range(100):
+        batch = replay.sample(32)
+        t, b = batch.indices
+        assert storage.valid(t, b).all()
+        seen.update(zip(t.tolist(), b.tolist()))
+    every = {(i, b) for b, d in enumerate(files) for i in range(30) if reference_valid(d, i)}
+    assert seen == every
+
+
+@pytest.mark.parametrize("shape", [(84, 84), (10, 10)])
+def test_atari_and_small_shaped_files_round_trip(tmp_path, shape):
+    writer = LoggedReplayWriter(tmp_path, 40, shape)
+    episodes(writer, [12, 30, 9])
+    writer.close()
+    files = [dopamine.read_checkpoint(tmp_path, s) for s in dopamine.suffixes(tmp_path)]
+    assert [int(f["add_count"]) for f in files] == [39, 60 % 40]
+    np.testing.assert_array_equal(files[-1]["observation"], writer.observation)
+    storage = DatasetStorage(files)
+    batch = Replay(storage, UniformSampler(storage, np.random.default_rng(1))).sample(8)
+    assert batch.s_tm1.shape == (8, K) + shape and batch.s_tm1.dtype == np.uint8
