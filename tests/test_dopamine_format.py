@@ -4,6 +4,7 @@ sampling by Dopamine's rules, against a reference written loop by loop from §1.
 
 import gzip
 import io
+import json
 import os
 import pickle
 
@@ -12,6 +13,7 @@ import pytest
 
 from qzoo.errors import UserError
 from qzoo.offline import dopamine
+from qzoo.offline.cli import load_qzoo
 from qzoo.offline.storage import DatasetStorage
 from qzoo.offline.writer import LoggedReplayWriter
 from qzoo.replay import Replay, UniformSampler
@@ -226,3 +228,33 @@ def test_atari_and_small_shaped_files_round_trip(tmp_path, shape):
     storage = DatasetStorage(files)
     batch = Replay(storage, UniformSampler(storage, np.random.default_rng(1))).sample(8)
     assert batch.s_tm1.shape == (8, K) + shape and batch.s_tm1.dtype == np.uint8
+
+
+def test_dataset_info_and_a_round_trip_through_the_qzoo_layout(tmp_path, capsys):
+    from qzoo.cli import main
+
+    source = tmp_path / "Pong" / "1" / "replay_logs"
+    writer = LoggedReplayWriter(source, 30, (84, 84))
+    episodes(writer, [7, 1, 9, 4, 12, 6, 8, 10])
+    writer.close()
+    assert main(["dataset", "info", str(tmp_path / "Pong" / "1"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["game"] == "Pong" and [c["add_count"] for c in report["checkpoints"]] == [
+        29, 59, 21,
+    ]  # fmt: skip
+    files = [dopamine.read_checkpoint(source, s) for s in dopamine.suffixes(source)]
+    counts = [DatasetStorage([f]).valid_count() for f in files]
+    assert [c["transitions"] for c in report["checkpoints"]] == counts
+    assert report["transitions"] == sum(counts) and report["bytes"] > 0
+    assert main(["dataset", "convert", str(source), str(tmp_path / "q"), "--to", "qzoo"]) == 0
+    mapped = load_qzoo(tmp_path / "q")
+    assert isinstance(mapped[0]["observation"], np.memmap)
+    back = tmp_path / "back"
+    assert main(["dataset", "convert", str(tmp_path / "q"), str(back), "--to", "dopamine"]) == 0
+    for suffix, original in zip(dopamine.suffixes(source), files):
+        again = dopamine.read_checkpoint(back, suffix)
+        for attribute in dopamine.DTYPES:
+            np.testing.assert_array_equal(again[attribute], original[attribute])
+            assert again[attribute].dtype == original[attribute].dtype
+    assert main(["dataset", "info", str(tmp_path / "nothing")]) == 2
+    assert "nothing" in capsys.readouterr().err

@@ -1,0 +1,183 @@
+"""`qzoo dataset`: look into and convert DQN Replay Dataset folders.
+
+  qzoo dataset info DIR                       checkpoints, transitions, episodes, returns
+  qzoo dataset convert SRC DST --to qzoo      gzip files -> memory-mappable .npy files
+  qzoo dataset convert SRC DST --to dopamine  and back, byte-identical arrays
+
+DIR and SRC are `replay_logs` folders (or the run folder above one). The qzoo layout
+is one folder per checkpoint suffix, `ckpt.<N>/`, holding the six arrays as plain
+uncompressed NPY files (`np.load(..., mmap_mode="r")` maps them without reading), plus
+`dataset.json` naming the format; it takes ~7 GB per Atari checkpoint on disk and
+almost no memory to train from.
+"""
+
+import gzip
+import json
+import os
+import sys
+
+import numpy as np
+
+from qzoo.checkpoint import atomic_write
+from qzoo.errors import UserError
+from qzoo.offline import dopamine
+from qzoo.offline.storage import DatasetStorage
+
+QZOO_FORMAT = "qzoo-dqn-replay-1"
+
+
+def replay_logs(folder):
+    """`folder` itself, or its `replay_logs` subfolder when it has one."""
+    inner = os.path.join(folder, "replay_logs")
+    return inner if os.path.isdir(inner) else folder
+
+
+def _small_arrays(folder, suffix):
+    """Every array of a suffix but the frames, whose shape comes from their header."""
+    data = {a: dopamine.read_array(os.path.join(folder, dopamine.file_name(a, suffix)), a)
+            for a in ("add_count", "invalid_range", "action", "reward", "terminal")}  # fmt: skip
+    path = os.path.join(folder, dopamine.file_name("observation", suffix))
+    with gzip.open(path, "rb") as stream:
+        shape, _ = dopamine.read_header(stream, path)
+    # A zero-strided stand-in: the statistics never look at frames.
+    data["observation"] = np.broadcast_to(np.zeros((1,) + shape[1:], np.uint8), shape)
+    return data
+
+
+def episode_returns(data):
+    """(episodes ended in the file, returns of those seen whole) walking its rows in
+    time order (§1.7: slot C-1 first in a full file, then 0 .. cursor-1), padding
+    rows included (they carry reward 0). Rewards are the stored, clipped ones."""
+    capacity, add_count = len(data["action"]), int(data["add_count"])
+    cursor = add_count % capacity
+    order = (
+        (np.arange(capacity) + cursor) % capacity if add_count >= capacity else np.arange(cursor)
+    )
+    terminal, reward = data["terminal"][order] != 0, data["reward"][order]
+    ends = np.flatnonzero(terminal)
+    sums = np.cumsum(reward)
+    # An episode seen whole runs from after one terminal row through the next.
+    return len(ends), np.diff(sums[ends]).tolist()
+
+
+def info(folder):
+    """One dict per checkpoint suffix of `folder`, and the totals."""
+    folder = replay_logs(folder)
+    found = dopamine.suffixes(folder)
+    if not found:
+        raise UserError(f"{folder} holds no DQN Replay Dataset checkpoint (six *_ckpt.N.gz files)")
+    rows, total_valid, total_bytes = [], 0, 0
+    for suffix in found:
+        data = _small_arrays(folder, suffix)
+        valid = DatasetStorage([data]).valid_count()
+        ended, returns = episode_returns(data)
+        size = sum(os.path.getsize(os.path.join(folder, dopamine.file_name(a, suffix)))
+                   for a in dopamine.DTYPES)  # fmt: skip
+        rows.append({"checkpoint": suffix, "add_count": int(data["add_count"]),
+                     "frame_shape": list(data["observation"].shape[1:]),
+                     "transitions": valid, "episodes_ended": ended,
+                     "mean_clipped_return": float(np.mean(returns)) if returns else None,
+                     "bytes": size})  # fmt: skip
+        total_valid, total_bytes = total_valid + valid, total_bytes + size
+    # Published layout: <Game>/<run>/replay_logs.
+    path = os.path.abspath(folder)
+    game = None
+    if os.path.basename(path) == "replay_logs":
+        game = os.path.basename(os.path.dirname(os.path.dirname(path)))
+    return {"folder": folder, "game": game, "checkpoints": rows,
+            "transitions": total_valid, "bytes": total_bytes}  # fmt: skip
+
+
+def to_qzoo(src, dst):
+    """Converts every checkpoint of `src` into the memory-mappable layout in `dst`."""
+    src = replay_logs(src)
+    found = dopamine.suffixes(src)
+    if not found:
+        raise UserError(f"{src} holds no DQN Replay Dataset checkpoint")
+    for suffix in found:
+        out = os.path.join(dst, f"ckpt.{suffix}")
+        os.makedirs(out, exist_ok=True)
+        small = _small_arrays(src, suffix)
+        frames_path = os.path.join(out, "observation.npy")
+        tmp = frames_path + ".tmp"
+        frames = np.lib.format.open_memmap(tmp, "w+", np.uint8, small["observation"].shape)
+        dopamine.read_array(os.path.join(src, dopamine.file_name("observation", suffix)),
+                            "observation", frames)  # fmt: skip
+        frames.flush()
+        del frames
+        os.replace(tmp, frames_path)
+        for attribute in ("action", "reward", "terminal", "add_count", "invalid_range"):
+            array = small[attribute]
+            atomic_write(os.path.join(out, f"{attribute}.npy"),
+                         lambda f, a=array: np.lib.format.write_array(f, a, allow_pickle=False))  # fmt: skip
+        print(f"checkpoint {suffix} -> {out}", file=sys.stderr)
+    manifest = {"format": QZOO_FORMAT, "checkpoints": found}
+    atomic_write(
+        os.path.join(dst, "dataset.json"), lambda f: f.write(json.dumps(manifest).encode())
+    )
+
+
+def load_qzoo(folder):
+    """{suffix: arrays} of a qzoo-layout dataset, frames memory-mapped read-only."""
+    try:
+        with open(os.path.join(folder, "dataset.json"), "rb") as f:
+            manifest = json.loads(f.read())
+    except (OSError, ValueError):
+        raise UserError(f"{folder} is not a qzoo dataset (no readable dataset.json)") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != QZOO_FORMAT:
+        raise UserError(f"{folder}/dataset.json: not format {QZOO_FORMAT}")
+    out = {}
+    for suffix in manifest["checkpoints"]:
+        arrays = {}
+        for attribute, dtype in dopamine.DTYPES.items():
+            path = os.path.join(folder, f"ckpt.{int(suffix)}", f"{attribute}.npy")
+            try:
+                arrays[attribute] = np.load(path, mmap_mode="r", allow_pickle=False)
+            except (OSError, ValueError) as e:
+                raise UserError(f"{path}: {e}") from None
+            if arrays[attribute].dtype != dtype:
+                raise UserError(f"{path}: dtype {arrays[attribute].dtype}, not {np.dtype(dtype)}")
+        out[int(suffix)] = arrays
+    return out
+
+
+def to_dopamine(src, dst):
+    """Writes a qzoo-layout dataset back as Dopamine's gzip files in `dst`."""
+    for suffix, arrays in load_qzoo(src).items():
+        dopamine.write_checkpoint(dst, suffix, arrays)
+        print(f"checkpoint {suffix} -> {dst}", file=sys.stderr)
+
+
+def main(argv):
+    """`qzoo dataset info DIR [--json]` and `qzoo dataset convert SRC DST --to ...`."""
+    from qzoo.cli import Parser, parse
+
+    parser = Parser(prog="qzoo dataset", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", metavar="info|convert")
+    show = commands.add_parser("info", help="what a dataset folder holds")
+    show.add_argument("folder")
+    show.add_argument("--json", action="store_true", help="one JSON object")
+    convert = commands.add_parser("convert", help="between Dopamine's files and qzoo's")
+    convert.add_argument("src")
+    convert.add_argument("dst")
+    convert.add_argument("--to", choices=("qzoo", "dopamine"), required=True)
+    options = parse(parser, argv)
+    if options.get("command") is None:
+        raise UserError("dataset needs a command; expected info or convert")
+    if options["command"] == "info":
+        report = info(options["folder"])
+        if options["json"]:
+            print(json.dumps(report))
+            return
+        print(f"{report['folder']} ({report['game'] or 'game unknown'}): "
+              f"{len(report['checkpoints'])} checkpoints, "
+              f"{report['transitions']:,} transitions, {report['bytes'] / 2**30:.2f} GiB")  # fmt: skip
+        for row in report["checkpoints"]:
+            ret = row["mean_clipped_return"]
+            print(f"  ckpt {row['checkpoint']:>3}: add_count {row['add_count']:>10,}  "
+                  f"transitions {row['transitions']:>9,}  episodes {row['episodes_ended']:>6,}  "
+                  f"mean clipped return {'n/a' if ret is None else f'{ret:.2f}'}")  # fmt: skip
+    elif options["to"] == "qzoo":
+        to_qzoo(options["src"], options["dst"])
+    else:
+        to_dopamine(options["src"], options["dst"])
