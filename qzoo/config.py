@@ -109,7 +109,9 @@ class Config:
     normalize_weights: bool = option(True, "replay", "divide importance weights by their max")
     # Optimizer.
     optimizer: str = option("rmsprop_centered", "optimizer", "rmsprop_centered (DQN Zoo's, "
-                            "eps inside the root) or adam", Choice("rmsprop_centered", "adam"))
+                            "eps inside the root) or adam; *_tf1: Dopamine's TF1 semantics",
+                            Choice("rmsprop_centered", "rmsprop_centered_tf1", "adam",
+                                   "adam_tf1"))
     learning_rate: float = option(2.5e-4, "optimizer", "step size",
                                   Real(0, 1, low_open=True))
     optimizer_epsilon: float = option(0.01 / 32**2, "optimizer", "epsilon (inside the square "

@@ -1,4 +1,16 @@
-"""Optimizers with DQN Zoo's exact semantics (Optax at DQN Zoo's pinned versions)."""
+"""Optimizers with DQN Zoo's exact semantics (Optax at DQN Zoo's pinned versions), and
+with Dopamine's (TF1's `tf.compat.v1.train` optimizers, which batch_rl's agents use).
+
+Where the two differ:
+- RMSProp: both put epsilon inside the square root, but TF1 starts the mean-square
+  accumulator at 1 (Optax: 0), so its first few hundred updates (decay 0.95) are damped.
+- Adam: Optax (and PyTorch) add epsilon to the bias-corrected root, sqrt(v / (1 -
+  beta2^t)) + eps; TF1 adds it to the raw root ("epsilon hat", Kingma & Ba 2015, before
+  section 2.1), which is PyTorch's eps = eps_hat / sqrt(1 - beta2^t): up to 32x larger
+  over the first thousand updates, then equal.
+"""
+
+import math
 
 import torch
 
@@ -12,8 +24,10 @@ class CenteredRMSProp(torch.optim.Optimizer):
     RMSprop(centered=True) adds eps outside the root, which is a different update.
     """
 
-    def __init__(self, params, lr, decay=0.95, eps=1e-6):
-        super().__init__(params, {"lr": lr, "decay": decay, "eps": eps})
+    def __init__(self, params, lr, decay=0.95, eps=1e-6, initial_nu=0.0):
+        """`initial_nu` 1 gives TF1's RMSPropOptimizer (Dopamine), whose mean-square
+        slot starts at ones; its mean-gradient slot starts at 0 as here."""
+        super().__init__(params, {"lr": lr, "decay": decay, "eps": eps, "initial_nu": initial_nu})
 
     @torch.no_grad()
     def step(self):
@@ -24,13 +38,36 @@ class CenteredRMSProp(torch.optim.Optimizer):
                     continue
                 state = self.state[p]
                 if not state:
-                    state["nu"] = torch.zeros_like(p)
+                    state["nu"] = torch.full_like(p, group.get("initial_nu", 0.0))
                     state["mu"] = torch.zeros_like(p)
                 nu, mu, g = state["nu"], state["mu"], p.grad
                 nu.mul_(decay).addcmul_(g, g, value=1 - decay)
                 mu.mul_(decay).add_(g, alpha=1 - decay)
                 denom = (nu - mu.square()).add_(eps).sqrt_()
                 p.addcdiv_(g, denom, value=-lr)
+
+
+class AdamTF1(torch.optim.Adam):
+    """TF1's AdamOptimizer (Dopamine's Adam): epsilon hat, added to sqrt(v) before
+    the bias correction, theta -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps).
+
+    PyTorch's Adam computes lr / (1 - b1^t) m / (sqrt(v) / sqrt(1 - b2^t) + eps'),
+    which is the same update for eps' = eps / sqrt(1 - b2^t); this sets eps' before each
+    step from the step count in the optimizer's state (so a resumed run continues it),
+    keeping PyTorch's fast foreach kernels.
+    """
+
+    def __init__(self, params, lr, eps, foreach=True):
+        super().__init__(params, lr=lr, eps=eps, foreach=foreach)
+        for group in self.param_groups:
+            group["eps_hat"] = eps
+
+    def step(self, closure=None):
+        for group in self.param_groups:
+            done = (int(self.state[p]["step"]) for p in group["params"] if "step" in self.state[p])
+            t = next(done, 0) + 1
+            group["eps"] = group["eps_hat"] / math.sqrt(1 - group["betas"][1] ** t)
+        return super().step(closure)
 
 
 def clip_by_global_norm_(parameters, max_norm):
@@ -49,13 +86,18 @@ def clip_by_global_norm_(parameters, max_norm):
 
 
 def make_optimizer(config, params):
+    if config.optimizer == "adam_tf1":
+        return AdamTF1(params, lr=config.learning_rate, eps=config.optimizer_epsilon)
     if config.optimizer == "adam":
         # Optax's adam equals torch's Adam: eps outside the root, bias correction.
         # foreach: one kernel per operation over all tensors (CPU defaults to a loop).
         return torch.optim.Adam(
             params, lr=config.learning_rate, eps=config.optimizer_epsilon, foreach=True
         )
+    # rmsprop_centered (Optax) or rmsprop_centered_tf1 (Dopamine's TF1 optimizer, whose
+    # epsilon is also inside the root: the same eps maps one to one).
     return CenteredRMSProp(
         params, lr=config.learning_rate, decay=config.rmsprop_decay,
         eps=config.optimizer_epsilon,
+        initial_nu=1.0 if config.optimizer == "rmsprop_centered_tf1" else 0.0,
     )  # fmt: skip

@@ -225,8 +225,8 @@ _ACTS_ONLY_WITH = {
        for name in ("priority_exponent", "importance_sampling_exponent_begin_value",
                     "importance_sampling_exponent_end_value", "uniform_sample_probability",
                     "normalize_weights")},
-    "rmsprop_decay": (None, (), lambda c, d: c.optimizer == "rmsprop_centered",
-                      "--optimizer rmsprop_centered"),
+    "rmsprop_decay": (None, (), lambda c, d: c.optimizer.startswith("rmsprop"),
+                      "--optimizer rmsprop_centered or rmsprop_centered_tf1"),
     "mlp_hidden": (None, (), lambda c, d: resolved_torso(c, d) == "mlp", "the mlp torso"),
 }  # fmt: skip
 

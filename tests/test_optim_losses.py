@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from qzoo import losses
-from qzoo.optim import CenteredRMSProp, clip_by_global_norm_
+from qzoo.optim import AdamTF1, CenteredRMSProp, clip_by_global_norm_
 
 
 def test_centered_rmsprop_eps_inside_the_square_root():
@@ -22,6 +22,37 @@ def test_centered_rmsprop_eps_inside_the_square_root():
         opt.step()
         assert theta.item() == pytest.approx(want, abs=1e-12)
     assert expected == pytest.approx([0.5527864045, 0.7536013587], abs=1e-9)
+
+
+def test_tf1_rmsprop_starts_the_mean_square_at_one():
+    # Dopamine's TF1 RMSPropOptimizer: decay 0.95, eps 0.01, lr 0.1, gradient 2 from 1.
+    # nu = 0.95 * 1 + 0.05 * 4 = 1.15, mu = 0.1: theta = 1 - 0.2 / sqrt(1.15 - 0.01 + 0.01)
+    theta = torch.nn.Parameter(torch.tensor([1.0], dtype=torch.float64))
+    opt = CenteredRMSProp([theta], lr=0.1, decay=0.95, eps=0.01, initial_nu=1.0)
+    theta.grad = torch.tensor([2.0], dtype=torch.float64)
+    opt.step()
+    assert theta.item() == pytest.approx(0.8134990384, abs=1e-9)
+
+
+def test_tf1_adam_adds_epsilon_hat_before_the_bias_correction():
+    # lr 0.1, eps 0.01, betas (0.9, 0.999); gradients 2 then -1, from theta = 1.
+    # t = 1: m = 0.2, v = 0.004, lr_t = 0.1 sqrt(0.001) / 0.1:
+    #   theta = 1 - lr_t * 0.2 / (sqrt(0.004) + 0.01) = 0.9136527059
+    # t = 2: m = 0.08, v = 0.004996, lr_t = 0.1 sqrt(1 - 0.999^2) / (1 - 0.9^2):
+    #   theta -= lr_t * 0.08 / (sqrt(0.004996) + 0.01) -> 0.8903200575
+    # (PyTorch's Adam with eps 0.01 gives 1 - 0.2 / (2 + 0.01) = 0.9005 at t = 1.)
+    theta = torch.nn.Parameter(torch.tensor([1.0], dtype=torch.float64))
+    opt = AdamTF1([theta], lr=0.1, eps=0.01)
+    for grad, want in zip((2.0, -1.0), (0.9136527059, 0.8903200575)):
+        theta.grad = torch.tensor([grad], dtype=torch.float64)
+        opt.step()
+        assert theta.item() == pytest.approx(want, abs=1e-9)
+    # The step count lives in the optimizer's state: a reloaded optimizer continues it.
+    again = AdamTF1([theta], lr=0.1, eps=0.01)
+    again.load_state_dict(opt.state_dict())
+    theta.grad = torch.tensor([0.5], dtype=torch.float64)
+    again.step()  # the third step: PyTorch's eps = eps_hat / sqrt(1 - 0.999^3)
+    assert again.param_groups[0]["eps"] == pytest.approx(0.01 / math.sqrt(1 - 0.999**3))
 
 
 def test_torch_rmsprop_differs_from_dqn_zoo():
