@@ -73,10 +73,19 @@ class Config:
     shared_bias: bool = option(False, "network", "one scalar bias for all actions in the last "
                                "layer (tuned Double DQN)")
     tau_latent_dim: int = option(64, "network", "IQN: cosine features of each tau", SIZE)
+    num_heads: int = option(1, "network", "Q-value heads (ensemble, REM: Agarwal et al. 2020); "
+                            "acting and evaluation use their plain mean", SIZE)
+    separate_networks: bool = option(False, "network", "each head a whole network of its own "
+                                     "(batch_rl's multi-network REM) instead of one shared torso")
     # Loss: the TD target and the return distribution.
     distribution: str = option("none", "loss", "none (Q-values), categorical (C51), quantile "
                                "(QR-DQN) or implicit_quantile (IQN)",
                                Choice("none", "categorical", "quantile", "implicit_quantile"))
+    head_mixing: str = option("identity", "loss", "with --num-heads > 1: identity (each head "
+                              "its own target: ensemble) or stochastic (a random convex "
+                              "combination per batch: REM)", Choice("identity", "stochastic"))
+    cql_alpha: float = option(0.0, "loss", "CQL's weight on logsumexp_a Q(s, a) - Q(s, a_data) "
+                              "(Kumar et al. 2020; 0: off)", NON_NEGATIVE)
     discount: float = option(0.99, "loss", "per-step discount gamma", UNIT)
     n_steps: int = option(1, "loss", "steps of reward before bootstrapping", Int(1, 1000))
     double_q: bool = option(False, "loss", "greedy action at s_t from the online network")

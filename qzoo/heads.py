@@ -1,8 +1,9 @@
 """Network heads: plain and shared-bias linear, dueling streams, factorised noisy
-layers, and IQN's cosine tau embedding (dqn_zoo.md §3).
+layers, IQN's cosine tau embedding (dqn_zoo.md §3), and the mixing of several Q heads.
 
 Every head maps features [B, F] to [B, A, K]: K = 1 for Q-values, K = atoms for
-C51 logits, K = quantiles for QR-DQN.
+C51 logits, K = quantiles for QR-DQN, K = heads for a multi-head Q-network (ensemble
+and REM; batch_rl's last layer of A x K units, action-major: unit a * K + k).
 """
 
 import collections
@@ -11,7 +12,24 @@ import math
 import torch
 from torch import nn
 
-NetworkOutputs = collections.namedtuple("NetworkOutputs", "q_values q_logits q_dist")
+# q_heads: a Q-network's heads [B, A, K] (K = 1 for one head), before any mixing.
+NetworkOutputs = collections.namedtuple(
+    "NetworkOutputs", "q_values q_logits q_dist q_heads", defaults=(None,)
+)
+
+
+def random_convex_combination(num_heads, size=(), generator=None, device=None):
+    """REM's mixing weights (Agarwal et al. 2020, arXiv:1907.04543, section 4.2):
+    alpha_k ~ Uniform(0, 1), divided by their sum (batch_rl's STOCHASTIC transform), so
+    that they are non-negative and sum to 1. Shape [*size, num_heads]."""
+    alpha = torch.rand(*size, num_heads, generator=generator, device=device)
+    return alpha / alpha.sum(-1, keepdim=True)
+
+
+def mix_heads(q_heads, weights):
+    """sum_k weights_k Q_k: heads [B, A, K] with weights [K] (one mixture for the batch,
+    REM's training) or [B, K] (one per row: an actor's per-episode mixture). -> [B, A]."""
+    return (q_heads * weights.unsqueeze(-2)).sum(-1)
 
 
 class SharedBiasLinear(nn.Module):

@@ -66,6 +66,59 @@ def double_q_learning(q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector):
     return target.detach() - _action_values(q_tm1, a_tm1)
 
 
+def _heads_into_batch(q):
+    """[B, A, K] -> [B * K, A], row b * K + k holding head k of example b."""
+    return q.transpose(1, 2).reshape(-1, q.shape[1])
+
+
+def multi_head_q_learning(q_tm1, a_tm1, r_t, discount_t, q_t, q_t_selector=None):
+    """TD errors of every head of a multi-head Q-network: Ensemble-DQN (Agarwal,
+    Schuurmans & Norouzi 2020, arXiv:1907.04543, section 4.1), batch_rl's IDENTITY
+    transform.
+
+    Head k has its own target r_t + discount_t * max_a q_t[a, k] (with `q_t_selector`,
+    the greedy action of each head comes from it: double Q per head). It is q_learning
+    with the heads moved into the batch. Shapes: q_* [B, A, K], a_tm1, r_t and
+    discount_t [B]. Returns [B, K].
+    """
+    size, heads = q_tm1.shape[0], q_tm1.shape[2]
+    args = [_heads_into_batch(q_tm1), a_tm1.repeat_interleave(heads),
+            r_t.repeat_interleave(heads), discount_t.repeat_interleave(heads),
+            _heads_into_batch(q_t)]  # fmt: skip
+    if q_t_selector is None:
+        return q_learning(*args).view(size, heads)
+    return double_q_learning(*args, _heads_into_batch(q_t_selector)).view(size, heads)
+
+
+def rem_q_learning(q_tm1, a_tm1, r_t, discount_t, q_t, alpha, q_t_selector=None):
+    """TD error of Random Ensemble Mixture (Agarwal, Schuurmans & Norouzi 2020,
+    arXiv:1907.04543, section 4.2): Q-learning on the heads' convex combination
+    Q_alpha = sum_k alpha_k Q_k, the same `alpha` [K] for the online and the target
+    heads. The target is the max over actions of the mixture (not a mixture of each
+    head's max): r_t + discount_t * max_a Q^t_alpha(a). With `q_t_selector`, the
+    greedy action maximizes its mixture (double Q). Shapes: q_* [B, A, K], a_tm1, r_t
+    and discount_t [B]. Returns [B].
+    """
+
+    def mixed(q):
+        return (q * alpha).sum(-1)
+
+    args = (mixed(q_tm1), a_tm1, r_t, discount_t, mixed(q_t))
+    if q_t_selector is None:
+        return q_learning(*args)
+    return double_q_learning(*args, mixed(q_t_selector))
+
+
+def cql_regularizer(q_tm1, a_tm1):
+    """CQL(H)'s regularizer for discrete actions (Kumar, Zhou, Tucker & Levine 2020,
+    arXiv:2006.04779): logsumexp_a q_tm1[a] - q_tm1[a_tm1], which pushes every
+    action's value down (through a soft maximum) and the dataset's action's value up.
+    Non-negative, and never 0 with two or more actions. Shapes: q_tm1 [B, A, ...]
+    (extra dimensions, such as heads, are kept), a_tm1 [B]. Returns [B, ...].
+    """
+    return torch.logsumexp(q_tm1, dim=1) - q_tm1[torch.arange(len(a_tm1)), a_tm1.long()]
+
+
 def categorical_l2_project(z_p, probs, z_q):
     """Projects distributions (atoms `z_p` [B, K'], probabilities `probs` [B, K'])
     onto the support `z_q` [K] under the Cramer (L2) distance (Bellemare et al. 2017,
@@ -158,7 +211,8 @@ def quantile_regression_loss(dist_src, tau_src, dist_target, huber_param=0.0):
     """Quantile (Huber) regression loss (Dabney et al. 2018, arXiv:1710.10044).
 
     sum_i mean_j |tau_i - 1{delta_ij < 0}| * L(delta_ij), delta_ij = target_j - src_i,
-    L = Huber(kappa) if huber_param > 0 else |.|, no division by kappa (rlax). The
+    L = Huber(kappa) if huber_param > 0 else |.|, no division by kappa (rlax). This is
+    also batch_rl's QR-DQN reduction (mean over target j, sum over online i). The
     indicator and the target carry no gradient. Shapes: dist_src and tau_src [B, N],
     dist_target [B, N']. Returns [B].
     """

@@ -6,6 +6,7 @@ Inputs are channel-first. Atari pixels (0..255) are divided by 255 inside the
 network; MinAtar's 0/1 channels and vector observations are used as they are.
 """
 
+import dataclasses
 import math
 
 import torch
@@ -77,7 +78,9 @@ class MlpTorso(nn.Module):
 class Network(nn.Module):
     """Torso + head, with the outputs each family of losses needs (dqn_zoo.md §3).
 
-    kind "q": q_values [B, A]. "categorical" (C51, Rainbow): q_logits [B, A, atoms].
+    kind "none": q_values [B, A], the mean of the heads q_heads [B, A, K] (K = 1: the
+    one head; ensembles and REM act and evaluate on the plain mean, as batch_rl).
+    "categorical" (C51, Rainbow): q_logits [B, A, atoms].
     "quantile" (QR-DQN): q_dist [B, quantiles, A]. "implicit_quantile" (IQN): q_dist
     [B, N, A] at the given taus [B, N]. Distributional q_values are means and carry
     no gradient, as in DQN Zoo.
@@ -111,11 +114,36 @@ class Network(nn.Module):
         if self.kind == "quantile":
             q_dist = out.transpose(1, 2)
             return NetworkOutputs(q_dist.mean(1).detach(), None, q_dist)
-        return NetworkOutputs(out.squeeze(-1), None, None)
+        return NetworkOutputs(out.mean(-1), None, None, out)
+
+
+class SeparateNetworks(nn.Module):
+    """K whole Q-networks whose Q-values stack into heads [B, A, K] (batch_rl's
+    MultiNetworkQNetwork, used by online REM with K = 4; Agarwal et al. 2020,
+    arXiv:1907.04543). q_values is their plain mean, as for heads on one torso.
+
+    batch_rl gives each network its own copy of the optimizer; one Adam or RMSProp over
+    all the parameters is the same update (both are per parameter), but a global-norm
+    clip (--max-global-grad-norm) here spans all K networks together.
+    """
+
+    kind = "none"
+
+    def __init__(self, members):
+        super().__init__()
+        self.members = nn.ModuleList(members)
+
+    def forward(self, obs, taus=None, generator=None):
+        q_heads = torch.stack([m(obs, generator=generator).q_values for m in self.members], -1)
+        return NetworkOutputs(q_heads.mean(-1), None, None, q_heads)
 
 
 def make_network(config, info, observation_shape):
     """The network for `config` on an environment described by `info`."""
+    if config.num_heads > 1 and config.separate_networks:
+        one = dataclasses.replace(config, num_heads=1, separate_networks=False)
+        members = [make_network(one, info, observation_shape) for _ in range(config.num_heads)]
+        return SeparateNetworks(members)
     torso = config.torso
     if torso == "auto":
         torso = {"atari": "nature_cnn", "minatar": "minatar_cnn"}.get(info.domain, "mlp")
@@ -127,7 +155,8 @@ def make_network(config, info, observation_shape):
         body = MlpTorso(int(math.prod(observation_shape)), config.mlp_hidden)
         hidden = config.mlp_hidden
     kind = config.distribution
-    width = {"categorical": config.num_atoms, "quantile": config.num_quantiles}.get(kind, 1)
+    width = {"categorical": config.num_atoms, "quantile": config.num_quantiles,
+             "none": config.num_heads}.get(kind, 1)  # fmt: skip
     head = Head(
         body.out_features, hidden, info.num_actions, width, dueling=config.dueling,
         noisy_weight_init=config.noisy_weight_init if config.noisy else 0.0,

@@ -1,16 +1,18 @@
 """Objectives: how a batch becomes per-example losses and new priorities.
 
 One class per kind of target, built from the pure rlax-style functions in losses.py
-and chosen by the preset's `distribution` (`OBJECTIVES`). This is where two papers
+and chosen by the preset's `distribution` and, with several Q heads, their
+`head_mixing` (`OBJECTIVES`, keyed by `objective_key`). This is where two papers
 differ; the learner around it (optimizer, clipping, weights, target copies) is
-shared. A new method (REM, an ensemble, R2D1's rescaled n-step loss) is a new class
-here, not a branch in the learner.
+shared. A new method (R2D1's rescaled n-step loss, ...) is a new class here, not a
+branch in the learner. Every objective takes CQL's regularizer (Kumar et al. 2020) on
+its Q-values, weighted by `cql_alpha` (0: off).
 
 Every objective is called as `objective(online, target, batch, generator)` with the
 online and target networks, a `Batch` of tensors on their device and the learner's
 random generator (noisy-net noise, IQN's taus), and returns `LossOutput`. Each
 network application draws its own noise and taus, in DQN Zoo's order: online at
-s_tm1, target at s_t, then the selector at s_t.
+s_tm1, target at s_t, then the selector at s_t (REM draws its mixture first).
 """
 
 from typing import NamedTuple
@@ -18,6 +20,7 @@ from typing import NamedTuple
 import torch
 
 from qzoo import losses
+from qzoo.heads import mix_heads, random_convex_combination
 
 
 class LossOutput(NamedTuple):
@@ -33,21 +36,37 @@ def _q_taken(outputs, a_tm1):
     return outputs.q_values.gather(1, a_tm1[:, None]).squeeze(1)
 
 
-def _distributional_output(loss, out_tm1, a_tm1):
-    """Distributional losses are their own priorities, clipped to [0, 100] (DQN Zoo)."""
-    return LossOutput(loss, loss.detach().abs().clamp(0, 100), _q_taken(out_tm1, a_tm1))
+def _distributional_output(loss, out_tm1, a_tm1, cql):
+    """Distributional losses are their own priorities, clipped to [0, 100] (DQN Zoo);
+    CQL's term `cql` [B] (or 0) adds to the loss, not to the priorities."""
+    priorities = loss.detach().abs().clamp(0, 100)
+    return LossOutput(loss + cql, priorities, _q_taken(out_tm1, a_tm1))
+
+
+def _cql(alpha, q_tm1, a_tm1):
+    """alpha x CQL's regularizer on Q-values that carry the gradient [B, A, ...], or 0."""
+    return alpha * losses.cql_regularizer(q_tm1, a_tm1) if alpha > 0 else 0.0
+
+
+def _td_loss(td, grad_error_bound):
+    """DQN Zoo's loss with `grad_error_bound` > 0: the TD error's gradient is clipped to
+    [-bound, bound] and squared (identity forward); with weights, the effective gradient
+    is clip(w * delta) / B, not Huber x w. Else Huber(1), Dopamine's and batch_rl's."""
+    if grad_error_bound > 0:
+        bound = grad_error_bound
+        return losses.l2_loss(losses.clip_gradient(td, -bound, bound))
+    return losses.huber_loss(td)
 
 
 class QLearning:
     """Q-learning (Mnih et al. 2015) or double Q-learning (van Hasselt et al. 2016).
 
-    With `grad_error_bound` > 0 the loss is DQN Zoo's: the TD error's gradient is
-    clipped to [-bound, bound] and squared (identity forward); else Huber(1).
-    Priorities are |TD error| (Schaul et al. 2016).
+    The TD error's loss is `_td_loss`'s. Priorities are |TD error| (Schaul et al. 2016).
     """
 
-    def __init__(self, double_q=False, grad_error_bound=0.0):
+    def __init__(self, double_q=False, grad_error_bound=0.0, cql_alpha=0.0):
         self.double_q, self.grad_error_bound = double_q, grad_error_bound
+        self.cql_alpha = cql_alpha
 
     def __call__(self, online, target, batch, generator):
         out_tm1 = online(batch.s_tm1, generator=generator)
@@ -59,23 +78,79 @@ class QLearning:
             td = losses.double_q_learning(*args, selector)
         else:
             td = losses.q_learning(*args)
-        if self.grad_error_bound > 0:
-            # Identity forward; the gradient into the TD error is clipped. With weights,
-            # the effective gradient is clip(w * delta) / B: not Huber x w.
-            bound = self.grad_error_bound
-            loss = losses.l2_loss(losses.clip_gradient(td, -bound, bound))
-        else:
-            loss = losses.huber_loss(td)
+        loss = _td_loss(td, self.grad_error_bound)
+        loss = loss + _cql(self.cql_alpha, out_tm1.q_values, batch.a_tm1)
+        return LossOutput(loss, td.detach().abs(), _q_taken(out_tm1, batch.a_tm1))
+
+
+class EnsembleQLearning:
+    """Ensemble-DQN (Agarwal, Schuurmans & Norouzi 2020, arXiv:1907.04543): every head
+    of a multi-head network learns its own Q-function from the same minibatch, with
+    its own target r + discount max_a Q^target_k(s_t, a) (batch_rl's IDENTITY transform).
+
+    The loss is `_td_loss` per (example, head), averaged over heads (batch_rl: over the
+    batch, then over heads; the same number with equal weights). Priorities are the
+    heads' mean |TD error|; CQL's term is each head's, averaged likewise.
+    """
+
+    def __init__(self, double_q=False, grad_error_bound=0.0, cql_alpha=0.0):
+        self.double_q, self.grad_error_bound = double_q, grad_error_bound
+        self.cql_alpha = cql_alpha
+
+    def __call__(self, online, target, batch, generator):
+        out_tm1 = online(batch.s_tm1, generator=generator)
+        with torch.no_grad():
+            q_t = target(batch.s_t, generator=generator).q_heads
+            selector = online(batch.s_t, generator=generator).q_heads if self.double_q else None
+        td = losses.multi_head_q_learning(
+            out_tm1.q_heads, batch.a_tm1, batch.r_t, batch.discount_t, q_t, selector
+        )  # [B, K]
+        # The mean over K heads scales each head's gradient by 1 / K before the clip
+        # sees it: a bound / K keeps DQN Zoo's clip for every head.
+        loss = _td_loss(td, self.grad_error_bound / td.shape[1])
+        loss = loss + _cql(self.cql_alpha, out_tm1.q_heads, batch.a_tm1)
+        return LossOutput(loss.mean(1), td.detach().abs().mean(1), _q_taken(out_tm1, batch.a_tm1))
+
+
+class REMQLearning:
+    """Random Ensemble Mixture (Agarwal, Schuurmans & Norouzi 2020, arXiv:1907.04543):
+    Q-learning on a random convex combination of the heads, alpha ~ Uniform(0, 1)^K / its
+    L1 norm (batch_rl's STOCHASTIC transform).
+
+    ONE fresh alpha per minibatch, drawn from the learner's generator and shared by the
+    online and the target heads (and the double-Q selector): batch_rl's single TF random
+    op, re-evaluated once per training step. The loss is `_td_loss` of the mixture's TD
+    error, priorities its |TD error|, CQL's term on the mixed online Q-values. Acting
+    and evaluation use the heads' plain mean (the network's q_values), not a mixture.
+    """
+
+    def __init__(self, num_heads, double_q=False, grad_error_bound=0.0, cql_alpha=0.0):
+        self.num_heads, self.double_q = num_heads, double_q
+        self.grad_error_bound, self.cql_alpha = grad_error_bound, cql_alpha
+
+    def __call__(self, online, target, batch, generator):
+        device = batch.s_tm1.device
+        alpha = random_convex_combination(self.num_heads, generator=generator, device=device)
+        out_tm1 = online(batch.s_tm1, generator=generator)
+        with torch.no_grad():
+            q_t = target(batch.s_t, generator=generator).q_heads
+            selector = online(batch.s_t, generator=generator).q_heads if self.double_q else None
+        td = losses.rem_q_learning(
+            out_tm1.q_heads, batch.a_tm1, batch.r_t, batch.discount_t, q_t, alpha, selector
+        )
+        loss = _td_loss(td, self.grad_error_bound)
+        loss = loss + _cql(self.cql_alpha, mix_heads(out_tm1.q_heads, alpha), batch.a_tm1)
         return LossOutput(loss, td.detach().abs(), _q_taken(out_tm1, batch.a_tm1))
 
 
 class CategoricalQLearning:
     """C51 (Bellemare et al. 2017): cross-entropy to the projected target
     distribution; with `double_q`, Rainbow's (Hessel et al. 2018) online selector.
-    Priorities are the loss, clipped to [0, 100] (DQN Zoo)."""
+    Priorities are the loss, clipped to [0, 100] (DQN Zoo). CQL acts on the mean
+    Q-values sum_i z_i p_i, with their gradient (as Dopamine's labs/offline_rl)."""
 
-    def __init__(self, double_q=False):
-        self.double_q = double_q
+    def __init__(self, double_q=False, cql_alpha=0.0):
+        self.double_q, self.cql_alpha = double_q, cql_alpha
 
     def __call__(self, online, target, batch, generator):
         atoms = online.support
@@ -88,16 +163,22 @@ class CategoricalQLearning:
             loss = losses.categorical_double_q_learning(*args, selector)
         else:
             loss = losses.categorical_q_learning(*args)
-        return _distributional_output(loss, out_tm1, batch.a_tm1)
+        cql = 0.0
+        if self.cql_alpha > 0:  # the network's q_values carry no gradient (DQN Zoo)
+            q_tm1 = (torch.softmax(out_tm1.q_logits, -1) * atoms).sum(-1)
+            cql = _cql(self.cql_alpha, q_tm1, batch.a_tm1)
+        return _distributional_output(loss, out_tm1, batch.a_tm1, cql)
 
 
 class QuantileQLearning:
     """QR-DQN (Dabney et al. 2018, arXiv:1710.10044): quantile Huber regression onto
     the target's quantiles at fixed midpoints tau_i = (2i + 1) / 2N. The greedy action
-    at s_t comes from the target network, or the online one with `double_q`."""
+    at s_t comes from the target network, or the online one with `double_q`. CQL acts
+    on the mean over quantiles, with its gradient (Kumar et al. 2020's QR-DQN variant)."""
 
-    def __init__(self, num_quantiles, huber_param, double_q=False):
+    def __init__(self, num_quantiles, huber_param, double_q=False, cql_alpha=0.0):
         self.num_quantiles, self.huber_param, self.double_q = num_quantiles, huber_param, double_q
+        self.cql_alpha = cql_alpha
 
     def __call__(self, online, target, batch, generator):
         n = self.num_quantiles
@@ -111,18 +192,19 @@ class QuantileQLearning:
             out_tm1.q_dist, tau_tm1, batch.a_tm1, batch.r_t, batch.discount_t, selector, dist_t,
             self.huber_param,
         )  # fmt: skip
-        return _distributional_output(loss, out_tm1, batch.a_tm1)
+        cql = _cql(self.cql_alpha, out_tm1.q_dist.mean(1), batch.a_tm1)
+        return _distributional_output(loss, out_tm1, batch.a_tm1, cql)
 
 
 class ImplicitQuantileQLearning:
     """IQN (Dabney et al. 2018, arXiv:1806.06923): quantile Huber regression at
     sampled taus, N for the online distribution and N' for the target's; the greedy
     action at s_t averages K further samples from the target network (or the online
-    one with `double_q`)."""
+    one with `double_q`). CQL acts on the mean over the N online taus."""
 
-    def __init__(self, num_tm1, num_t, num_policy, huber_param, double_q=False):
+    def __init__(self, num_tm1, num_t, num_policy, huber_param, double_q=False, cql_alpha=0.0):
         self.num_tm1, self.num_t, self.num_policy = num_tm1, num_t, num_policy
-        self.huber_param, self.double_q = huber_param, double_q
+        self.huber_param, self.double_q, self.cql_alpha = huber_param, double_q, cql_alpha
 
     def __call__(self, online, target, batch, generator):
         size, device = len(batch.a_tm1), batch.s_tm1.device
@@ -140,26 +222,45 @@ class ImplicitQuantileQLearning:
             out_tm1.q_dist, tau_tm1, batch.a_tm1, batch.r_t, batch.discount_t, selector, dist_t,
             self.huber_param,
         )  # fmt: skip
-        return _distributional_output(loss, out_tm1, batch.a_tm1)
+        cql = _cql(self.cql_alpha, out_tm1.q_dist.mean(1), batch.a_tm1)
+        return _distributional_output(loss, out_tm1, batch.a_tm1, cql)
 
 
-# The preset's `distribution` -> its objective, built from the config.
+def objective_key(config):
+    """(distribution, head mixing): the mixing only counts with several heads, since
+    one head mixed either way is that head (None then)."""
+    return config.distribution, config.head_mixing if config.num_heads > 1 else None
+
+
+# (distribution, head mixing) -> its objective, built from the config.
 OBJECTIVES = {
-    "none": lambda c: QLearning(c.double_q, c.grad_error_bound),
-    "categorical": lambda c: CategoricalQLearning(c.double_q),
-    "quantile": lambda c: QuantileQLearning(c.num_quantiles, c.huber_param, c.double_q),
-    "implicit_quantile": lambda c: ImplicitQuantileQLearning(
-        c.tau_samples_s_tm1, c.tau_samples_s_t, c.tau_samples_policy, c.huber_param, c.double_q
+    ("none", None): lambda c: QLearning(c.double_q, c.grad_error_bound, c.cql_alpha),
+    ("categorical", None): lambda c: CategoricalQLearning(c.double_q, c.cql_alpha),
+    ("quantile", None): lambda c: QuantileQLearning(
+        c.num_quantiles, c.huber_param, c.double_q, c.cql_alpha
+    ),
+    ("implicit_quantile", None): lambda c: ImplicitQuantileQLearning(
+        c.tau_samples_s_tm1,
+        c.tau_samples_s_t,
+        c.tau_samples_policy,
+        c.huber_param,
+        c.double_q,
+        c.cql_alpha,
+    ),
+    ("none", "identity"): lambda c: EnsembleQLearning(c.double_q, c.grad_error_bound, c.cql_alpha),
+    ("none", "stochastic"): lambda c: REMQLearning(
+        c.num_heads, c.double_q, c.grad_error_bound, c.cql_alpha
     ),
 }
 
 
 def make_objective(config):
-    """The objective for `config.distribution`; an unknown one is an error, never a
-    fallback."""
-    if config.distribution not in OBJECTIVES:
+    """The objective for `config` (see objective_key); an unknown combination is an
+    error, never a fallback."""
+    key = objective_key(config)
+    if key not in OBJECTIVES:
         raise ValueError(
-            f"no objective for distribution {config.distribution!r}; "
-            f"expected one of {', '.join(OBJECTIVES)}"
+            f"no objective for distribution {key[0]!r} with head mixing {key[1]!r}; expected "
+            f"one of {', '.join(f'{d}/{m}' for d, m in OBJECTIVES)}"
         )
-    return OBJECTIVES[config.distribution](config)
+    return OBJECTIVES[key](config)

@@ -190,6 +190,11 @@ def _relations(config, domain):
           f"than the {c.exploration_begin_frame} frames it takes to fill the replay to "
           f"--min-replay-capacity-fraction {c.min_replay_capacity_fraction} of "
           f"--replay-capacity {c.replay_capacity} before learning starts")),
+        # Heads are plain Q-values (batch_rl's multi-head networks): a distribution per
+        # head would need its own objective, which qzoo does not have.
+        (("distribution", "num_heads"), c.num_heads == 1 or c.distribution == "none",
+         (f"--num-heads 1 or --distribution none (several heads are plain Q-values; here "
+          f"--num-heads {c.num_heads}, --distribution {c.distribution})")),
         # Without noisy layers and with epsilon 0 throughout, nothing explores.
         (("noisy", "exploration_epsilon_begin_value", "exploration_epsilon_end_value"),
          c.noisy or c.exploration_epsilon_begin_value > 0 or c.exploration_epsilon_end_value > 0,
@@ -227,6 +232,9 @@ _ACTS_ONLY_WITH = {
                     "normalize_weights")},
     "rmsprop_decay": (None, (), lambda c, d: c.optimizer.startswith("rmsprop"),
                       "--optimizer rmsprop_centered or rmsprop_centered_tf1"),
+    "head_mixing": (None, (), lambda c, d: c.num_heads > 1, "--num-heads above 1"),
+    "separate_networks": (False, ("num_heads",), lambda c, d: c.num_heads > 1,
+                          "--num-heads above 1"),
     "mlp_hidden": (None, (), lambda c, d: resolved_torso(c, d) == "mlp", "the mlp torso"),
 }  # fmt: skip
 

@@ -72,15 +72,30 @@ def test_learner_learns_from_a_batch_without_any_environment(agent):
 
 
 def test_objectives_are_chosen_by_the_preset_and_unknown_ones_refused():
-    assert set(OBJECTIVES) == {"none", "categorical", "quantile", "implicit_quantile"}
+    # (distribution, head mixing): the mixing counts only with several heads.
+    assert set(OBJECTIVES) == {("none", None), ("categorical", None), ("quantile", None),
+                               ("implicit_quantile", None), ("none", "identity"),
+                               ("none", "stochastic")}  # fmt: skip
     names = {agent: type(make_objective(make_config(agent, "pong", "atari", {}))).__name__
              for agent in ("dqn", "c51", "qrdqn", "iqn", "rainbow")}  # fmt: skip
     assert names == {"dqn": "QLearning", "c51": "CategoricalQLearning",
                      "qrdqn": "QuantileQLearning", "iqn": "ImplicitQuantileQLearning",
                      "rainbow": "CategoricalQLearning"}  # fmt: skip
+    heads = {"num_heads": 4, "head_mixing": "identity"}
+    assert type(make_objective(make_config("dqn", "pong", "atari", heads))).__name__ == (
+        "EnsembleQLearning"
+    )
+    heads["head_mixing"] = "stochastic"
+    assert type(make_objective(make_config("dqn", "pong", "atari", heads))).__name__ == (
+        "REMQLearning"
+    )
     config = make_config("dqn", "pong", "atari", {})
     config.distribution = "mixture"
     with pytest.raises(ValueError, match="no objective for distribution 'mixture'"):
+        make_objective(config)
+    config = make_config("dqn", "pong", "atari", heads)
+    config.distribution = "quantile"  # validation refuses this; the registry does too
+    with pytest.raises(ValueError, match="'quantile' with head mixing 'stochastic'"):
         make_objective(config)
 
 
@@ -96,7 +111,7 @@ def test_double_q_selects_with_the_online_network_and_values_with_the_target():
         q_t = learner.target(batch.s_t).q_values
         chosen = learner.online(batch.s_t).q_values.argmax(1)
     assert not torch.equal(chosen, q_t.argmax(1))
-    plain, double = OBJECTIVES["none"](config), make_objective(config)
+    plain, double = OBJECTIVES[("none", None)](config), make_objective(config)
     double.double_q = True
     args = (learner.online, learner.target, batch, None)
     expected_double = batch.r_t + batch.discount_t * q_t[torch.arange(8), chosen] - q_tm1
