@@ -62,8 +62,11 @@ class Config:
                                          "that bootstraps (0: none)", Int(0, 10**9))
     # Network.
     torso: str = option("auto", "network", "auto: nature_cnn on Atari, minatar_cnn on "
-                        "MinAtar, mlp elsewhere", Choice("auto", "nature_cnn", "minatar_cnn",
-                                                         "mlp"))
+                        "MinAtar, mlp elsewhere; dopamine_cnn: 'same' padding",
+                        Choice("auto", "nature_cnn", "dopamine_cnn", "minatar_cnn", "mlp"))
+    init: str = option("dqn_zoo", "network", "weights: dqn_zoo U(+-1/sqrt(fan_in)), or "
+                       "Dopamine's glorot or variance_scaling (zero biases)",
+                       Choice("dqn_zoo", "glorot", "variance_scaling"))
     mlp_hidden: int = option(64, "network", "units in each of the mlp torso's two layers", SIZE)
     dueling: bool = option(False, "network", "value and advantage streams (Wang et al. 2016)")
     noisy: bool = option(False, "network", "factorised noisy linear layers in the head "

@@ -1,4 +1,5 @@
-"""Torsos and whole networks (dqn_zoo.md §3), with DQN Zoo's legacy initialization.
+"""Torsos and whole networks (dqn_zoo.md §3), with DQN Zoo's legacy initialization
+or Dopamine's (batch_rl_dopamine.md §2.4).
 
 Heads (plain, shared-bias, dueling, noisy, IQN's tau embedding) are in heads.py.
 
@@ -32,6 +33,36 @@ def legacy_init_(module):
     return module
 
 
+def glorot_init_(module):
+    """Keras's defaults, Dopamine's NatureDQNNetwork (offline DQN, and each network of
+    batch_rl's multi-network REM): Glorot-uniform weights, U(+-sqrt(6 / (fan_in +
+    fan_out))), zero biases."""
+    if isinstance(module, (nn.Linear, nn.Conv2d)):
+        nn.init.xavier_uniform_(module.weight)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    return module
+
+
+def variance_scaling_init_(module):
+    """batch_rl's MultiHeadQNetwork and QuantileNetwork, Dopamine's Rainbow (C51):
+    VarianceScaling(scale 1/sqrt(3), fan_in, uniform), U(+-sqrt(3 scale / fan_in)) =
+    U(+-1.316 / sqrt(fan_in)), zero biases."""
+    if isinstance(module, (nn.Linear, nn.Conv2d)):
+        bound = math.sqrt(3.0 / math.sqrt(3.0) / module.weight[0].numel())
+        nn.init.uniform_(module.weight, -bound, bound)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    return module
+
+
+INITS = {
+    "dqn_zoo": legacy_init_,
+    "glorot": glorot_init_,
+    "variance_scaling": variance_scaling_init_,
+}
+
+
 class NatureTorso(nn.Module):
     """Mnih et al. 2015: conv 32x8x8/4, 64x4x4/2, 64x3x3/1, ReLU, VALID -> 3136."""
 
@@ -44,6 +75,34 @@ class NatureTorso(nn.Module):
             nn.Flatten(),
         )  # fmt: skip
         self.out_features = 3136
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def _same_padding(size, kernel, stride):
+    """TF's 'same' padding along one axis: (before, after), the odd pixel after."""
+    total = max((-(-size // stride) - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+class DopamineTorso(nn.Module):
+    """Dopamine's and batch_rl's Nature CNN (batch_rl_dopamine.md §2.4): the same three
+    convolutions with TF's 'same' padding, 84 -> 21 -> 11 -> 11, flatten 7,744 (not
+    3,136). Flattened channel-first (TF: channel-last), a permutation that only
+    matters to weights copied from TF."""
+
+    def __init__(self, in_channels, height=84, width=84):
+        super().__init__()
+        layers = []
+        for out, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
+            top, bottom = _same_padding(height, kernel, stride)
+            left, right = _same_padding(width, kernel, stride)
+            layers += [nn.ZeroPad2d((left, right, top, bottom)),
+                       nn.Conv2d(in_channels, out, kernel, stride=stride), nn.ReLU()]  # fmt: skip
+            in_channels, height, width = out, -(-height // stride), -(-width // stride)
+        self.net = nn.Sequential(*layers, nn.Flatten())
+        self.out_features = in_channels * height * width
 
     def forward(self, x):
         return self.net(x)
@@ -86,14 +145,16 @@ class Network(nn.Module):
     no gradient, as in DQN Zoo.
     """
 
-    def __init__(self, torso, head, kind="q", support=None, tau_embedding=None, input_scale=1.0):
+    def __init__(self, torso, head, kind="q", support=None, tau_embedding=None, input_scale=1.0,
+                 init=legacy_init_):  # fmt: skip
         super().__init__()
         self.torso, self.head, self.kind = torso, head, kind
         self.input_scale = input_scale
         self.tau_embedding = tau_embedding
         if support is not None:
             self.register_buffer("support", support)
-        self.apply(legacy_init_)  # NoisyLinear keeps its own sigma initialization
+        # NoisyLinear and SharedBiasLinear keep their own initialization.
+        self.apply(init)
 
     def forward(self, obs, taus=None, generator=None):
         """Outputs for observations `obs` (IQN: at `taus`); noisy heads draw their
@@ -149,6 +210,8 @@ def make_network(config, info, observation_shape):
         torso = {"atari": "nature_cnn", "minatar": "minatar_cnn"}.get(info.domain, "mlp")
     if torso == "nature_cnn":
         body, hidden = NatureTorso(observation_shape[0]), 512
+    elif torso == "dopamine_cnn":
+        body, hidden = DopamineTorso(*observation_shape), 512
     elif torso == "minatar_cnn":
         body, hidden = MinAtarTorso(observation_shape[0], *observation_shape[1:]), 128
     else:
@@ -171,4 +234,4 @@ def make_network(config, info, observation_shape):
     # Only pixels are rescaled: MinAtar's channels are already 0/1, and dividing
     # them by 255 would starve its small network of signal.
     input_scale = 1.0 / 255.0 if info.domain == "atari" else 1.0
-    return Network(body, head, kind, support, embedding, input_scale)
+    return Network(body, head, kind, support, embedding, input_scale, INITS[config.init])

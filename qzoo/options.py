@@ -151,7 +151,8 @@ def _relations(config, domain):
     c = config
     rows = -(-c.replay_capacity // c.num_envs)  # replay rows per environment
     step = c.action_repeats * c.num_envs  # frames of one batched step
-    torsos = {"atari": ("nature_cnn", "minatar_cnn", "mlp"), "minatar": ("minatar_cnn", "mlp")}
+    torsos = {"atari": ("nature_cnn", "dopamine_cnn", "minatar_cnn", "mlp"),
+              "minatar": ("minatar_cnn", "mlp")}  # fmt: skip
     torsos = torsos.get(domain, ("mlp",))
     return [
         # A replay too short for one stack and its n-step return can never sample, and

@@ -32,7 +32,7 @@ def usable_cores():
 
 def auto_threads(config, domain, cuda):
     """The thread count `--threads 0` stands for (see the module docstring)."""
-    if cuda or resolved_torso(config, domain) != "nature_cnn":
+    if cuda or resolved_torso(config, domain) not in ("nature_cnn", "dopamine_cnn"):
         return 1
     return max(1, min(4, usable_cores() // 2))
 

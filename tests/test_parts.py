@@ -10,7 +10,7 @@ from qzoo.config import make_config
 from qzoo.envs import EnvInfo, scores
 from qzoo.explore import LinearSchedule, epsilon_greedy
 from qzoo.heads import Head, NoisyLinear, SharedBiasLinear
-from qzoo.networks import NatureTorso, make_network
+from qzoo.networks import DopamineTorso, NatureTorso, make_network
 
 
 def test_nature_network_sizes_match_dqn_zoo():
@@ -55,6 +55,38 @@ def test_legacy_initialization_bounds():
                 assert p.abs().max().item() <= bound
             # Weights fill the bound (U(-c, c) with c = 1/sqrt(fan_in), not a normal).
             assert module.weight.abs().max().item() > 0.9 * bound
+
+
+def test_dopamine_torso_pads_as_tf_same():
+    # batch_rl_dopamine.md §2.4: 84 -> 21 -> 11 -> 11; pads 2/2, 1/2 (the odd pixel
+    # bottom and right), 1/1; flatten 11 * 11 * 64 = 7,744.
+    torso = DopamineTorso(4)
+    pads = [m.padding for m in torso.net if isinstance(m, torch.nn.ZeroPad2d)]
+    assert pads == [(2, 2, 2, 2), (1, 2, 1, 2), (1, 1, 1, 1)]  # (left, right, top, bottom)
+    assert torso.out_features == 7744
+    assert torso(torch.zeros(2, 4, 84, 84)).shape == (2, 7744)
+    assert sum(p.numel() for p in torso.parameters()) == 77_984  # the same convolutions
+    # The stride-1 layer pads as PyTorch's own padding="same".
+    conv = torso.net[-3]
+    x = torch.randn(1, 64, 11, 11)
+    same = torch.nn.functional.conv2d(x, conv.weight, conv.bias, padding="same")
+    torch.testing.assert_close(conv(torso.net[-4](x)), same)
+
+
+@pytest.mark.parametrize("init", ["glorot", "variance_scaling"])
+def test_dopamine_initializers(init):
+    net = atari_network("dqn", init=init, torso="dopamine_cnn")
+    assert net.head.net[0].in_features == 7744
+    for module in net.modules():
+        if isinstance(module, (torch.nn.Linear, torch.nn.Conv2d)):
+            fan_in = module.weight[0].numel()
+            fan_out = module.weight.shape[0] * module.weight[0, 0].numel()
+            if init == "glorot":  # Keras's default: sqrt(6 / (fan_in + fan_out))
+                bound = math.sqrt(6 / (fan_in + fan_out))
+            else:  # VarianceScaling(1/sqrt(3), fan_in, uniform): sqrt(3 / sqrt(3) / fan_in)
+                bound = 1.3160740129524924 / math.sqrt(fan_in)
+            assert bound * 0.9 < module.weight.abs().max().item() <= bound
+            assert not module.bias.any()  # zero biases
 
 
 def test_shared_bias_linear():
