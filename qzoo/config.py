@@ -191,6 +191,32 @@ class Config:
         )
 
 
+# batch_rl's fixed-replay agents (Agarwal, Schuurmans & Norouzi 2020): the values of
+# batch_rl/fixed_replay/configs/*.gin and Dopamine's runner (batch_rl_dopamine.md §2.2)
+# in frames, 4 per agent step: 250,000 training steps = train_frames 1,000,000 (offline:
+# the frames the replayed transitions stand for); update_period 4 = learn_period 16
+# (62,500 updates per iteration); target_update_period 8,000 = 32,000 frames (2,000
+# updates); 125,000 evaluation steps = 500,000 frames; 27,000 steps per episode = 108,000
+# frames; 200 iterations; gamma 0.99, 1-step, replay 1M, batch 32, rewards clipped to
+# [-1, 1], no gradient-norm clip: Config()'s defaults, so only differences are listed.
+# Dopamine's Huber loss (no TD-error clip); no double Q. Sticky actions (machado): the
+# protocol the dataset was collected with. The online values (min_replay_history 20,000
+# steps = 2% of the replay; epsilon 1 -> 0.01 over 250,000 steps = 0.5% of 200M frames)
+# act only online. Optimizers have TF1's semantics (optim.py); networks are Dopamine's
+# ('same' padding; batch_rl's variance-scaling initialization, §2.4).
+_BATCH_RL = {
+    "torso": "dopamine_cnn", "init": "variance_scaling",
+    "protocol": "machado", "grad_error_bound": 0.0, "target_network_update_period": 32_000,
+    "min_replay_capacity_fraction": 0.02, "exploration_epsilon_end_value": 0.01,
+    "exploration_epsilon_decay_frame_fraction": 0.005, "eval_exploration_epsilon": 0.001,
+}  # fmt: skip
+# batch_rl's quantile, multi_head_dqn and rem gins: Adam lr 5e-5, eps 3.125e-4.
+_BATCH_RL_ADAM = {"optimizer": "adam_tf1", "learning_rate": 5e-5, "optimizer_epsilon": 3.125e-4}
+_BATCH_RL_PAPER = (
+    "Agarwal, Schuurmans & Norouzi 2020, An Optimistic Perspective on Offline "
+    "Reinforcement Learning, ICML, arXiv:1907.04543"
+)
+
 PRESETS = {
     "dqn": {
         "paper": "Mnih et al. 2015, Human-level control through deep reinforcement "
@@ -294,6 +320,63 @@ PRESETS = {
             "eval_exploration_epsilon": 0.001,
         },
     },
+    "offline_dqn": {
+        "paper": f"DQN (Mnih et al. 2015) on fixed replay: {_BATCH_RL_PAPER} (dqn.gin)",
+        # TF1's centered RMSProp has its epsilon inside the square root too, so
+        # Dopamine's 1e-5 is qzoo's 1e-5; it starts the mean square at 1 (optim.py).
+        # Dopamine's NatureDQNNetwork has Keras's default (Glorot) initialization.
+        "overrides": {
+            **_BATCH_RL,
+            "init": "glorot",
+            "optimizer": "rmsprop_centered_tf1",
+            "learning_rate": 2.5e-4,
+            "rmsprop_decay": 0.95,
+            "optimizer_epsilon": 1e-5,
+        },
+    },
+    "offline_c51": {
+        "paper": f"C51 (Bellemare et al. 2017, arXiv:1707.06887) on fixed replay: "
+        f"{_BATCH_RL_PAPER} (c51.gin: Dopamine's Rainbow agent as C51)",
+        "overrides": {
+            **_BATCH_RL,
+            "distribution": "categorical",
+            "num_atoms": 51,
+            "vmax": 10.0,
+            "optimizer": "adam_tf1",
+            "learning_rate": 2.5e-4,
+            "optimizer_epsilon": 3.125e-4,
+        },
+    },
+    "offline_qrdqn": {
+        "paper": f"QR-DQN (Dabney et al. 2018, arXiv:1710.10044) on fixed replay: "
+        f"{_BATCH_RL_PAPER} (quantile.gin)",
+        "overrides": {
+            **_BATCH_RL,
+            **_BATCH_RL_ADAM,
+            "distribution": "quantile",
+            "num_quantiles": 200,
+            "huber_param": 1.0,
+        },
+    },
+    "ensemble": {
+        "paper": f"Ensemble-DQN, {_BATCH_RL_PAPER} (multi_head_dqn.gin: 200 heads, IDENTITY)",
+        "overrides": {**_BATCH_RL, **_BATCH_RL_ADAM, "num_heads": 200, "head_mixing": "identity"},
+    },
+    "rem": {
+        "paper": f"Random Ensemble Mixture (REM), {_BATCH_RL_PAPER} (rem.gin: 200 heads, "
+        "STOCHASTIC; online, online/configs/rem.gin: 4 networks)",
+        "overrides": {**_BATCH_RL, **_BATCH_RL_ADAM, "num_heads": 200, "head_mixing": "stochastic"},
+        # The paper's online REM (online/configs/rem.gin): 4 separate networks (batch_rl's
+        # NatureDQNNetworks: Glorot) and an Adam epsilon 10x smaller. Its deep
+        # exploration (a new mixture per training episode) is not in qzoo yet: online
+        # REM explores epsilon-greedily.
+        "online": {
+            "num_heads": 4,
+            "separate_networks": True,
+            "init": "glorot",
+            "optimizer_epsilon": 3.125e-5,
+        },
+    },
 }
 
 # Defaults for environments that are not Atari. Atari runs use Config() as is.
@@ -316,6 +399,7 @@ DOMAIN_DEFAULTS = {
         "exploration_epsilon_begin_value": 1.0,
         "optimizer_epsilon": 1e-4,  # ~= PyTorch eps 0.01 outside the square root
         "torso": "minatar_cnn",
+        "protocol": "dqn_zoo",  # Atari's protocols do not apply (batch_rl presets: machado)
     },
     # Small control tasks (CartPole-v1, Acrobot-v1, ...): a few minutes on a CPU.
     "gym": {
@@ -340,6 +424,7 @@ DOMAIN_DEFAULTS = {
         "vmax": 100.0,  # CartPole's discounted returns reach 1 / (1 - 0.99)
         "eval_exploration_epsilon": 0.0,
         "torso": "mlp",
+        "protocol": "dqn_zoo",  # as for MinAtar
     },
 }
 
@@ -387,11 +472,20 @@ def build_config(agent, options, strict=False):
     return config
 
 
+def preset_values(agent, offline):
+    """The preset's overrides; training online (not `offline`), also its "online" ones
+    (REM's online variant differs from its fixed-replay one)."""
+    preset = PRESETS[agent]
+    return {**preset["overrides"], **({} if offline else preset.get("online", {}))}
+
+
 def make_config(agent, env, domain, overrides, given=None):
     """The layers of the module docstring for `agent` on canonical `env` of `domain`,
     with `overrides` (typed values) on top; validated (options.validate, with `given`)."""
     check_agent(agent)
-    values = {**PRESETS[agent]["overrides"], **DOMAIN_DEFAULTS.get(domain, {}), **overrides}
+    # A run is offline when it names a dataset (--offline DIR).
+    preset = preset_values(agent, offline=bool(overrides.get("offline")))
+    values = {**preset, **DOMAIN_DEFAULTS.get(domain, {}), **overrides}
     config = Config(agent=agent, env=env, **values)
     options_lib.validate(config, domain, given)
     return config

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from qzoo.actors import Actor, Policy
-from qzoo.config import make_config
+from qzoo.config import PRESETS, make_config
 from qzoo.envs import EnvInfo
 from qzoo.learner import Learner
 from qzoo.loop import Trainer
@@ -57,9 +57,10 @@ def batch_by_hand(size=8):
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("agent", ["dqn", "double_q", "c51", "qrdqn", "iqn", "rainbow"])
+@pytest.mark.parametrize("agent", ["dqn", "double_q", "c51", "qrdqn", "iqn", "rainbow",
+                                   "offline_dqn", "offline_qrdqn", "ensemble", "rem"])  # fmt: skip
 def test_learner_learns_from_a_batch_without_any_environment(agent):
-    config = make_config(agent, "CartPole-v1", "gym", {"num_quantiles": 8})
+    config = make_config(agent, "CartPole-v1", "gym", {"num_quantiles": 8, "cql_alpha": 0.1})
     learner = Learner(config, CARTPOLE, (4,), "cpu", torch.Generator().manual_seed(0))
     before = {k: v.clone() for k, v in learner.online.state_dict().items()}
     batch = batch_by_hand()
@@ -77,10 +78,16 @@ def test_objectives_are_chosen_by_the_preset_and_unknown_ones_refused():
                                ("implicit_quantile", None), ("none", "identity"),
                                ("none", "stochastic")}  # fmt: skip
     names = {agent: type(make_objective(make_config(agent, "pong", "atari", {}))).__name__
-             for agent in ("dqn", "c51", "qrdqn", "iqn", "rainbow")}  # fmt: skip
-    assert names == {"dqn": "QLearning", "c51": "CategoricalQLearning",
-                     "qrdqn": "QuantileQLearning", "iqn": "ImplicitQuantileQLearning",
-                     "rainbow": "CategoricalQLearning"}  # fmt: skip
+             for agent in PRESETS}  # fmt: skip
+    assert names == {"dqn": "QLearning", "double_q": "QLearning", "prioritized": "QLearning",
+                     "c51": "CategoricalQLearning", "qrdqn": "QuantileQLearning",
+                     "iqn": "ImplicitQuantileQLearning", "rainbow": "CategoricalQLearning",
+                     "offline_dqn": "QLearning", "offline_c51": "CategoricalQLearning",
+                     "offline_qrdqn": "QuantileQLearning", "ensemble": "EnsembleQLearning",
+                     "rem": "REMQLearning"}  # fmt: skip
+    # One head mixed either way is plain Q-learning.
+    one = make_config("rem", "pong", "atari", {"num_heads": 1, "separate_networks": False})
+    assert type(make_objective(one)).__name__ == "QLearning"
     heads = {"num_heads": 4, "head_mixing": "identity"}
     assert type(make_objective(make_config("dqn", "pong", "atari", heads))).__name__ == (
         "EnsembleQLearning"

@@ -6,6 +6,8 @@ learning stays there, while every agent here passes 100 (see BENCHMARKS.md for
 seeds and curves). QR-DQN and IQN
 use fewer quantiles / tau samples here than their Atari defaults (201 and 64), as
 DQN Zoo's own smoke tests do, so that each test takes about a minute on 2 cores.
+Ensemble-DQN and REM learn online with 4 heads (REM's online variant: 4 separate
+networks; batch_rl's offline presets have 200 heads on one torso).
 """
 
 import pytest
@@ -16,12 +18,14 @@ from qzoo.loop import Trainer, run
 SMALLER = {
     "qrdqn": {"num_quantiles": "32"},
     "iqn": {"tau_samples_policy": "16", "tau_samples_s_tm1": "16", "tau_samples_s_t": "16"},
+    "ensemble": {"num_heads": "4"},
+    "rem": {"num_heads": "4"},
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "agent", ["dqn", "double_q", "prioritized", "c51", "qrdqn", "iqn", "rainbow"]
+    "agent", ["dqn", "double_q", "prioritized", "c51", "qrdqn", "iqn", "rainbow", "ensemble", "rem"]
 )
 def test_learns_cartpole(agent):
     options = {"env": "CartPole-v1", "iterations": "2", "eval_frames": "2000", "seed": "1",
