@@ -112,9 +112,15 @@ def test_ctrl_c_then_resume_gives_the_same_results(reference_run, tmp_path):
     assert comparable(read_rows(run_dir / "results.csv")) == expected
 
 
-@pytest.mark.parametrize("agent", ["rainbow", "iqn"])
-def test_state_round_trip_continues_identically(agent, tmp_path):
-    """Noise samples, taus, priorities and beta all resume exactly from a checkpoint."""
+@pytest.mark.parametrize("agent, extra", [
+    ("rainbow", {}), ("iqn", {}),
+    # REM's mixtures; Dopamine's optimizers, whose state (TF1 Adam's step count) resumes.
+    ("rem", {"optimizer": "adam_tf1", "cql_alpha": "0.5"}),
+    ("offline_dqn", {"optimizer": "rmsprop_centered_tf1"}),
+])  # fmt: skip
+def test_state_round_trip_continues_identically(agent, extra, tmp_path):
+    """Noise samples, taus, mixtures, priorities and beta all resume exactly from a
+    checkpoint."""
     from qzoo import checkpoint
     from qzoo.config import build_config
     from qzoo.loop import Trainer
@@ -122,7 +128,8 @@ def test_state_round_trip_continues_identically(agent, tmp_path):
     options = {"env": "CartPole-v1", "iterations": "3", "train_frames": "400",
                "eval_frames": "100", "replay_capacity": "1000",
                "min_replay_capacity_fraction": "0.1", "num_quantiles": "8",
-               "tau_samples_policy": "4", "tau_samples_s_tm1": "5", "tau_samples_s_t": "6"}  # fmt: skip
+               "tau_samples_policy": "4", "tau_samples_s_tm1": "5", "tau_samples_s_t": "6",
+               **extra}  # fmt: skip
     config = build_config(agent, options)
     first = Trainer(config)
     first.run_iteration(), first.run_iteration()
