@@ -185,11 +185,13 @@ def _relations(config, domain):
         # Learning starts once the replay holds its minimum fill; a run that ends first
         # would act for hours and never update.
         (("iterations", "train_frames", "min_replay_capacity_fraction", "replay_capacity"),
-         c.exploration_begin_frame < c.iterations * c.train_frames,
+         bool(c.offline) or c.exploration_begin_frame < c.iterations * c.train_frames,
          (f"--iterations x --train-frames ({c.iterations} x {c.train_frames} frames) more "
           f"than the {c.exploration_begin_frame} frames it takes to fill the replay to "
           f"--min-replay-capacity-fraction {c.min_replay_capacity_fraction} of "
           f"--replay-capacity {c.replay_capacity} before learning starts")),
+        (("offline", "log_replay"), not (c.offline and c.log_replay),
+         "no --log-replay with --offline: an offline run has no experience of its own"),
         # Without noisy layers and with epsilon 0 throughout, nothing explores.
         (("noisy", "exploration_epsilon_begin_value", "exploration_epsilon_end_value"),
          c.noisy or c.exploration_epsilon_begin_value > 0 or c.exploration_epsilon_end_value > 0,

@@ -65,11 +65,12 @@ def train(config, accept_changes=None):
     if accept_changes is None:
         accept_changes = parse_accept(config.accept_changes)
     run_dir = config.run_dir or config_lib.default_run_dir(config)
-    from qzoo.loop import check_peak_memory
+    from qzoo.loop import check_run
 
-    # Before anything is written: a run the machine cannot hold is refused at once.
+    # Before anything is written: a run the machine cannot hold, or whose options the
+    # environment rules out, is refused at once.
     info = envs.describe(config)
-    check_peak_memory(config, info)
+    check_run(config, info)
     _check_is_a_run_folder(run_dir)
     with _os_errors("create run folder", run_dir):
         if os.path.exists(run_dir) and not os.path.isdir(run_dir):
