@@ -108,3 +108,21 @@ def config_from_dict(saved, where):
         raise UserError(f"{where} holds no qzoo config")
     return Config(**saved)
 
+
+def acting_config(run, protocol=None, epsilon=None):
+    """How a tool acts in `run`'s environment: (its config with `protocol` in place,
+    the protocol's name, None outside Atari, and the epsilon). By default the run's own
+    protocol and evaluation epsilon; noop30 (Mnih et al. 2015) evaluates at 0.05
+    unless `epsilon` says otherwise. UserError for a protocol outside Atari."""
+    config = run.config
+    if run.info.domain != "atari":
+        if protocol is not None:
+            raise UserError(
+                f"--protocol: bad value {protocol}; expected no --protocol here: protocols "
+                f"are Atari's, and {config.env} is a {run.info.domain} environment"
+            )
+        return config, None, config.eval_exploration_epsilon if epsilon is None else epsilon
+    protocol = protocol or config.protocol
+    if epsilon is None:
+        epsilon = 0.05 if protocol == "noop30" else config.eval_exploration_epsilon
+    return dataclasses.replace(config, protocol=protocol), protocol, epsilon

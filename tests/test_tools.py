@@ -1,0 +1,97 @@
+"""The toolbox on tiny run folders made here: eval, play, record, profile, and their
+one-line refusals of bad input."""
+
+import json
+import os
+
+import pytest
+
+from qzoo.cli import main
+
+TINY = ["--iterations", "2", "--train-frames", "300", "--eval-frames", "100",
+        "--replay-capacity", "1000", "--min-replay-capacity-fraction", "0.1",
+        "--no-tensorboard", "--no-progress"]  # fmt: skip
+
+
+def train(run_dir, agent="dqn", env="CartPole-v1", extra=()):
+    assert main(["train", agent, "--env", env, "--run-dir", str(run_dir), *TINY, *extra]) == 0
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def cartpole(tmp_path_factory):
+    return train(tmp_path_factory.mktemp("runs") / "cartpole")
+
+
+@pytest.fixture(scope="module")
+def pong(tmp_path_factory):
+    """A tiny Atari run: two iterations of 400 frames of the Nature CNN."""
+    run_dir = tmp_path_factory.mktemp("runs") / "pong"
+    args = ["train", "dqn", "--env", "pong", "--run-dir", str(run_dir), "--iterations", "1",
+            "--train-frames", "400", "--eval-frames", "200", "--replay-capacity", "1000",
+            "--min-replay-capacity-fraction", "0.05", "--no-tensorboard", "--no-progress"]  # fmt: skip
+    assert main(args) == 0
+    return run_dir
+
+
+def eval_json(capsys, *argv):
+    capsys.readouterr()
+    assert main(["eval", *map(str, argv), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    return json.loads(out)
+
+
+# ---- eval --------------------------------------------------------------------------
+
+
+def test_every_iteration_keeps_its_network(cartpole):
+    names = sorted(os.listdir(cartpole / "checkpoints" / "networks"))
+    assert names == [f"iteration-{k}.safetensors" for k in range(3)]
+
+
+def test_snapshot_interval_keeps_every_kth(tmp_path):
+    run_dir = train(tmp_path / "run", extra=["--snapshot-interval", "2"])
+    assert sorted(os.listdir(run_dir / "checkpoints" / "networks")) == [
+        "iteration-0.safetensors", "iteration-2.safetensors"
+    ]  # fmt: skip
+    # The interval changes no result, so a resume may change it.
+    assert main(["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(run_dir), *TINY,
+                 "--iterations", "3", "--accept-changes", "iterations",
+                 "--snapshot-interval", "1"]) == 0  # fmt: skip
+    assert "iteration-3.safetensors" in os.listdir(run_dir / "checkpoints" / "networks")
+
+
+def test_eval_is_reproducible_with_a_seed(cartpole, capsys):
+    first = eval_json(capsys, cartpole, "--episodes", 4, "--epsilon", 0.5, "--seed", 3)
+    again = eval_json(capsys, cartpole, "--episodes", 4, "--epsilon", 0.5, "--seed", 3)
+    other = eval_json(capsys, cartpole, "--episodes", 4, "--epsilon", 0.5, "--seed", 4)
+    assert first == again and first["returns"] != other["returns"]
+    assert first["episodes"] == 4 and len(first["returns"]) == 4
+    assert first["checkpoint"] == 2 and first["latest"] and first["seed"] == 3
+    assert first["protocol"] is None and first["normalized_return"] is None
+    stats = first["return"]
+    assert stats["min"] <= stats["median"] <= stats["max"]
+    assert stats["mean"] == pytest.approx(sum(first["returns"]) / 4)
+
+
+def test_eval_of_a_kept_iteration_and_the_table(cartpole, capsys):
+    result = eval_json(capsys, cartpole, "--checkpoint", 0, "--frames", 60, "--num-envs", 2)
+    assert result["checkpoint"] == 0 and not result["latest"] and result["frames"] >= 60
+    assert main(["eval", str(cartpole), "--episodes", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "iteration 2 (latest)" in out[0] and out[1].startswith("2 episodes")
+    assert out[2].split() == ["mean", "median", "min", "max", "std"]
+    assert out[3].startswith("return") and out[4].split()[1:] == ["n/a"] * 5
+
+
+@pytest.mark.slow
+def test_eval_on_atari_under_each_protocol(pong, capsys):
+    results = {
+        protocol: eval_json(capsys, pong, "--protocol", protocol, "--frames", 400)
+        for protocol in ("dqn_zoo", "machado", "noop30")
+    }
+    assert results["noop30"]["epsilon"] == 0.05  # Mnih et al. 2015's evaluation epsilon
+    assert results["machado"]["epsilon"] == results["dqn_zoo"]["epsilon"] == 0.05
+    for result in results.values():
+        assert result["frames"] >= 400 and result["normalized_return"] is not None
