@@ -3,8 +3,11 @@ one-line refusals of bad input."""
 
 import json
 import os
+import shutil
+import sys
 
 import pytest
+import torch
 
 from qzoo.cli import main
 
@@ -95,3 +98,65 @@ def test_eval_on_atari_under_each_protocol(pong, capsys):
     assert results["machado"]["epsilon"] == results["dqn_zoo"]["epsilon"] == 0.05
     for result in results.values():
         assert result["frames"] >= 400 and result["normalized_return"] is not None
+
+
+@pytest.fixture(scope="module")
+def minatar(tmp_path_factory):
+    # IQN (taus when acting), few and small updates: a test of the tools, not of learning.
+    extra = ["--learn-period", "30", "--tau-samples-s-tm1", "8", "--tau-samples-s-t", "8"]
+    return train(tmp_path_factory.mktemp("runs") / "minatar", "iqn", "minatar/breakout", extra)
+
+
+@pytest.fixture(scope="module")
+def rainbow(tmp_path_factory):
+    return train(tmp_path_factory.mktemp("runs") / "rainbow", "rainbow")
+
+
+def test_eval_of_other_agents_and_domains(minatar, rainbow, capsys):
+    for run_dir in (minatar, rainbow):
+        result = eval_json(capsys, run_dir, "--episodes", 2)
+        assert result["episodes"] == 2 and result == eval_json(capsys, run_dir, "--episodes", 2)
+
+
+# ---- play --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["cartpole", "minatar", "pong"])
+def test_play_without_a_terminal_draws_frames_and_exits(which, request, capsys):
+    run_dir = request.getfixturevalue(which)
+    assert main(["play", str(run_dir), "--frames", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("frame ") == 3 and "frame 3\n" in out
+    assert "\x1b[38;2;" in out and "\u2580" in out  # 24-bit colour half blocks
+    iteration = 1 if which == "pong" else 2
+    assert "score " in out and "Q-values" in out and f"iteration {iteration}" in out
+    # One Q-value per action, the chosen one marked.
+    assert out.count("\x1b[1;32m>") == 3
+
+
+def test_atari_screen_sees_what_the_vector_env_gives_the_agent():
+    """screen.py's own Atari preprocessing equals ale-py's vector environment's, pixel
+    for pixel, so that play and record show the agent what it was trained on."""
+    import numpy as np
+    from ale_py.vector_env import AtariVectorEnv
+
+    from qzoo.config import build_config
+    from qzoo.tools.screen import AtariGame
+
+    config = build_config("dqn", {"env": "pong"})
+    game = AtariGame(config, "pong", seed=3)
+    game.noop_max = 0  # the vector env's no-op draws are its own: compare without them
+    vector = AtariVectorEnv("pong", 1, num_threads=1, repeat_action_probability=0.0,
+                            autoreset_mode="NextStep", stack_num=1, noop_max=0,
+                            reward_clipping=False, use_fire_reset=False)  # fmt: skip
+    obs, _ = vector.reset(seed=3)
+    frame, _ = game.reset()
+    assert (frame == obs[0, -1]).all()
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        action = int(rng.integers(len(game.actions)))
+        obs, reward, *_ = vector.step(np.array([action]))
+        frame, game_reward, _, pictures = game.step(action)
+        assert (frame == obs[0, -1]).all() and game_reward == reward[0]
+        assert len(pictures) == 4 and pictures[0].shape == (210, 160, 3)
+    vector.close()
