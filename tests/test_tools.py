@@ -160,3 +160,50 @@ def test_atari_screen_sees_what_the_vector_env_gives_the_agent():
         assert (frame == obs[0, -1]).all() and game_reward == reward[0]
         assert len(pictures) == 4 and pictures[0].shape == (210, 160, 3)
     vector.close()
+
+
+# ---- record ------------------------------------------------------------------------
+
+
+def decode(path):
+    imageio = pytest.importorskip("imageio.v2")
+    pytest.importorskip("imageio_ffmpeg")
+    reader = imageio.get_reader(str(path))
+    frames = [frame for frame in reader]
+    return reader.get_meta_data(), frames
+
+
+def test_record_writes_a_decodable_mp4(minatar, tmp_path, capsys):
+    pytest.importorskip("imageio")
+    out = tmp_path / "clip.mp4"
+    assert main(["record", str(minatar), "--out", str(out), "--episodes", "2"]) == 0
+    line = capsys.readouterr().out
+    meta, frames = decode(out)
+    assert line.startswith(f"{out}: {len(frames)} frames at 10 fps; episode returns ")
+    assert meta["fps"] == 10 and len(line.split("returns ")[1].split(",")) == 2
+    # MinAtar's 10x10 at 24 pixels a cell, beside a 200-pixel panel.
+    assert frames[0].shape == (240, 440, 3) and frames[0].std() > 0
+    assert [n for n in os.listdir(tmp_path)] == ["clip.mp4"]  # no temporary file left
+
+
+@pytest.mark.slow
+def test_record_atari_in_colour_at_60_fps(pong, tmp_path, capsys):
+    pytest.importorskip("imageio")
+    out = tmp_path / "pong.mp4"
+    assert main(["record", str(pong), "--out", str(out), "--frames", "90", "--no-panel",
+                 "--scale", "1"]) == 0  # fmt: skip
+    meta, frames = decode(out)
+    assert meta["fps"] == 60 and len(frames) == 90 and frames[0].shape == (210, 160, 3)
+    colour = frames[-1].astype(int)
+    assert (abs(colour[..., 0] - colour[..., 1]) > 30).any()  # not grayscale
+    default = pong / "videos" / "iteration-1.mp4"
+    assert main(["record", str(pong), "--frames", "8"]) == 0 and default.exists()
+    shutil.rmtree(pong / "videos")
+
+
+def test_record_without_imageio_names_the_extra(cartpole, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "imageio", None)  # `import imageio` fails
+    monkeypatch.setitem(sys.modules, "imageio.v2", None)
+    assert main(["record", str(cartpole), "--out", "x.mp4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'qzoo[video]'" in err
