@@ -207,3 +207,30 @@ def test_record_without_imageio_names_the_extra(cartpole, monkeypatch, capsys):
     assert main(["record", str(cartpole), "--out", "x.mp4"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install 'qzoo[video]'" in err
+
+
+# ---- profile -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind, game", [("env", "pong"), ("act", "minatar/breakout"),
+                                        ("train", "CartPole-v1")])  # fmt: skip
+def test_profile_shows_where_the_time_goes(kind, game, capsys):
+    assert main(["profile", kind, "--game", game, "--steps", "100", "--json", "--top", "5"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["kind"] == kind and result["steps"] == 100 and result["steps_per_second"] > 0
+    assert 0 < len(result["top"]) <= 5 and set(result["shares"]) == {
+        "env", "act", "replay", "learn", "other"
+    }  # fmt: skip
+    busiest = {"env": "env", "act": "act", "train": "learn"}[kind]
+    assert result["shares"][busiest] > 0.2
+    assert main(["profile", kind, "--game", game, "--steps", "20", "--top", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"profile {kind}: dqn on {game}") and "steps/s" in out[1]
+    assert out[2].startswith("time by part") and len(out) == 7
+
+
+def test_profile_with_the_torch_profiler(capsys):
+    argv = ["profile", "act", "--game", "CartPole-v1", "--steps", "20", "--profiler", "torch"]
+    assert main(argv + ["--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["shares"] is None and any("aten::" in r["function"] for r in result["top"])

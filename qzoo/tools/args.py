@@ -55,11 +55,12 @@ class Words:
         return self.text
 
 
-def parse_tool(cls, argv, prog, usage, description, positional=None, shown=None):
+def parse_tool(cls, argv, prog, usage, description, positional=None, shown=None,
+               needs="a run folder"):  # fmt: skip
     """Parses `argv` for a tool whose options are the fields of dataclass `cls`.
 
     `positional`: the name of one required positional argument (the run folder), or
-    None. `shown`: {field: text} for defaults that --help should describe in words
+    None; `needs` says what it is when it is missing. `shown`: {field: text} for defaults that --help should describe in words
     (None defaults that mean "the run's"). Returns (the positional value, an instance
     of `cls`, the set of option names the user gave). Raises UserError; --help raises
     cli's early exit, which cli.main turns into exit status 0."""
@@ -75,7 +76,7 @@ def parse_tool(cls, argv, prog, usage, description, positional=None, shown=None)
     given = cli.parse(parser, argv)
     value = given.pop(positional, None) if positional else None
     if positional and value is None:
-        raise UserError(f"{prog} needs {positional.replace('_', ' ')}; usage: {usage}")
+        raise UserError(f"{prog} needs {needs}; see {prog} --help")
     by_name = {f.name: f for f in fields}
     typed = {name: options_lib.parse(by_name[name], text) for name, text in given.items()}
     return value, cls(**{**defaults, **typed}), set(typed)
