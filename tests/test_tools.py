@@ -234,3 +234,85 @@ def test_profile_with_the_torch_profiler(capsys):
     assert main(argv + ["--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["shares"] is None and any("aten::" in r["function"] for r in result["top"])
+
+
+# ---- bad input ---------------------------------------------------------------------
+
+# (argv after `qzoo`, with {run} a good run, {missing} / {empty} / {foreign} / {bad_net}
+# / {odd_net} folders that are not one; a fragment of the one error line)
+BAD = [
+    (["eval"], "qzoo eval needs a run folder"),
+    (["eval", "{missing}"], "does not exist; expected a folder `qzoo train` wrote"),
+    (["eval", "{empty}"], "holds no checkpoint (checkpoints/latest.safetensors)"),
+    (["eval", "{foreign}"], "is corrupt or not a qzoo checkpoint"),
+    (["eval", "{run}", "--checkpoint", "9"], "--checkpoint: bad value 9; "),
+    (["eval", "{run}", "--checkpoint", "9"], "keeps the networks of iterations 0-2, and latest"),
+    (["eval", "{run}", "--checkpoint", "first"], "--checkpoint: bad value first; expected latest"),
+    (["eval", "{run}", "--checkpoint", "-1"], "--checkpoint: bad value -1"),
+    (["eval", "{bad_net}", "--checkpoint", "1"], "iteration-1.safetensors' is corrupt"),
+    (["eval", "{odd_net}", "--checkpoint", "1"], "iteration-1.safetensors is not a qzoo network"),
+    (["eval", "{odd_net}", "--checkpoint", "0"], "its network does not match the run's config"),
+    (["eval", "{run}", "--episodes", "0"], "--episodes: bad value 0; expected an integer"),
+    (["eval", "{run}", "--episodes", "many"], "--episodes: bad value many"),
+    (["eval", "{run}", "--episodes", "2.5"], "--episodes: bad value 2.5"),
+    (["eval", "{run}", "--frames", "-100"], "--frames: bad value -100"),
+    (["eval", "{run}", "--episodes", "2", "--frames", "100"], "--episodes and --frames"),
+    (["eval", "{run}", "--epsilon", "1.5"], "--epsilon: bad value 1.5; expected a number in [0, 1]"),
+    (["eval", "{run}", "--epsilon", "nan"], "--epsilon: bad value nan"),
+    (["eval", "{run}", "--protocol", "sticky"], "--protocol: bad value sticky; expected one of"),
+    (["eval", "{run}", "--protocol", "machado"], "expected no --protocol here: protocols are"),
+    (["eval", "{run}", "--seed", "-1"], "--seed: bad value -1"),
+    (["eval", "{run}", "--episode", "3"], "unknown option --episode; did you mean --episodes?"),
+    (["eval", "{run}", "extra"], "unexpected argument 'extra'"),
+    (["play", "{missing}"], "does not exist"),
+    (["play", "{run}", "--frames", "0"], "--frames: bad value 0"),
+    (["play", "{run}", "--fps", "0"], "--fps: bad value 0"),
+    (["play", "{run}", "--checkpoint", "7"], "--checkpoint: bad value 7"),
+    (["record", "{run}", "--out", "video.avi"], "--out: bad value video.avi; expected a path"),
+    (["record", "{run}", "--episodes", "0"], "--episodes: bad value 0"),
+    (["record", "{run}", "--scale", "0"], "--scale: bad value 0"),
+    (["record", "{empty}"], "holds no checkpoint"),
+    (["profile"], "qzoo profile needs train, act or env"),
+    (["profile", "trian"], "got 'trian' (did you mean train?)"),
+    (["profile", "env", "--steps", "0"], "--steps: bad value 0"),
+    (["profile", "env", "--game", "ponng"], "--game: bad value ponng; expected"),
+    (["profile", "env", "--profiler", "gprof"], "--profiler: bad value gprof"),
+    (["profile", "train", "--agent", "rainbw"], "--agent: bad value rainbw"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def folders(cartpole, tmp_path_factory):
+    """A run and folders that are not runs, or hold broken networks."""
+    from qzoo import checkpoint
+
+    base = tmp_path_factory.mktemp("bad")
+    (base / "empty").mkdir()
+    (base / "foreign" / "checkpoints").mkdir(parents=True)
+    (base / "foreign" / "checkpoints" / "latest.safetensors").write_bytes(b"\0" * 100)
+    for name in ("bad_net", "odd_net"):
+        shutil.copytree(cartpole, base / name)
+    nets = "checkpoints/networks/iteration-1.safetensors"
+    (base / "bad_net" / nets).write_bytes(b"not a network")
+    checkpoint.save(str(base / "odd_net" / nets), {"weights": [1, 2, 3]})
+    checkpoint.save(str(base / "odd_net" / nets.replace("-1", "-0")), {"w": torch.zeros(3)})
+    paths = {name: str(base / name) for name in ("empty", "foreign", "bad_net", "odd_net")}
+    return {**paths, "run": str(cartpole), "missing": str(base / "missing")}
+
+
+def _listing(folder):
+    return sorted(os.path.relpath(os.path.join(root, n), folder)
+                  for root, dirs, names in os.walk(folder) for n in dirs + names)  # fmt: skip
+
+
+@pytest.mark.parametrize("argv, fragment", BAD)
+def test_bad_input_is_one_line_exit_2(argv, fragment, folders, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    before = _listing(folders["run"])
+    assert main([a.format(**folders) for a in argv]) == 2
+    captured = capsys.readouterr()
+    err = captured.err
+    assert "Traceback" not in err and captured.out == ""
+    assert err.count("\n") == 1 and err.startswith("qzoo: error: "), err
+    assert fragment in err, err
+    assert _listing(folders["run"]) == before and os.listdir(tmp_path) == []

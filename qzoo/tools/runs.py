@@ -82,7 +82,13 @@ def _network_of(run_dir, iteration):
             f"--checkpoint: bad value {iteration}; {run_dir!r} keeps the networks of "
             f"iterations {listed}, and latest"
         )
-    weights = checkpoint.load(path)
+    try:
+        weights = checkpoint.load(path)
+    except UserError as e:
+        # checkpoint.py's advice is a training run's (start it over); a tool reading one
+        # iteration's network can read another instead.
+        reason = str(e).split("; qzoo leaves it")[0]
+        raise UserError(f"{reason}; choose another --checkpoint, or latest") from None
     if not isinstance(weights, dict) or not all(
         isinstance(v, torch.Tensor) for v in weights.values()
     ):
