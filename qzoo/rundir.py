@@ -271,10 +271,11 @@ class _Run:
             tb_log = logs.TensorBoardLog(
                 os.path.join(self.run_dir, "tensorboard"), trainer.iteration * config.train_frames
             )
+        if self.rows:  # a kill between the last checkpoint and its network: write it now
+            self.save_network(trainer, self.rows[-1]["iteration"], missing_only=True)
         for row in run(trainer, logs.Progress(config, config.progress)):
             _check_finite(row)
             rows = [*self.rows, row]
-            self.save_network(trainer, row["iteration"])
             self.pending = rows, _inode(self.ckpt_path)
             with _os_errors("save checkpoint", self.ckpt_path, "; " + self.kept()):
                 state = {"config": dataclasses.asdict(config), "trainer": trainer.state_dict(),
@@ -284,21 +285,22 @@ class _Run:
             rebuild = "; the checkpoint was saved: run the command again to rebuild it"
             with _os_errors("write", self.csv.path, rebuild):
                 self.csv.write(self.rows)
+            self.save_network(trainer, row["iteration"])
             if tb_log:
                 tb_log.write(row)
             print(logs.console_line(row), flush=True)
         if tb_log:
             tb_log.close()
 
-    def save_network(self, trainer, iteration):
+    def save_network(self, trainer, iteration, missing_only=False):
         """Saves the online network of `iteration` on its own when --snapshot-interval
-        keeps it. Before the checkpoint: a kill between the two makes the next start
-        redo the iteration and write its network again (after the checkpoint, a kill
-        would leave that iteration for good without its network)."""
+        keeps it, after the checkpoint (a failure leaves the run's state saved); a kill
+        in between leaves it to the next start (`missing_only`), whose trainer holds
+        that network."""
         interval = self.config.snapshot_interval
-        if interval and iteration % interval == 0:
-            path = network_path(self.run_dir, iteration)
-            with _os_errors("save network", path, "; " + self.kept()):
+        path = network_path(self.run_dir, iteration)
+        if interval and iteration % interval == 0 and not (missing_only and os.path.exists(path)):
+            with _os_errors("save network", path, "; " + self.kept("last")):
                 checkpoint.save(path, trainer.learner.online.state_dict())
 
 

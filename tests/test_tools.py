@@ -58,11 +58,16 @@ def test_snapshot_interval_keeps_every_kth(tmp_path):
     assert sorted(os.listdir(run_dir / "checkpoints" / "networks")) == [
         "iteration-0.safetensors", "iteration-2.safetensors"
     ]  # fmt: skip
+    # A kill between the checkpoint and its network: the next start writes the network.
+    lost = run_dir / "checkpoints" / "networks" / "iteration-2.safetensors"
+    saved = lost.read_bytes()
+    lost.unlink()
     # The interval changes no result, so a resume may change it.
     assert main(["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(run_dir), *TINY,
                  "--iterations", "3", "--accept-changes", "iterations",
                  "--snapshot-interval", "1"]) == 0  # fmt: skip
     assert "iteration-3.safetensors" in os.listdir(run_dir / "checkpoints" / "networks")
+    assert lost.read_bytes() == saved
 
 
 def test_eval_is_reproducible_with_a_seed(cartpole, capsys):
