@@ -33,6 +33,7 @@ from qzoo import config as config_lib
 from qzoo import envs, threads
 from qzoo.config import option
 from qzoo.errors import UserError, closest
+from qzoo.logs import progress_bar
 from qzoo.options import Choice, Int, Text
 
 KINDS = ("train", "act", "env")
@@ -91,11 +92,17 @@ def main(argv):
     threads.apply(config)
     steps = opts.steps or STEPS[kind]
     work = {"env": EnvWork, "act": ActWork, "train": TrainWork}[kind](config)
+    # One bar over the replay's fill, the timed steps and the profiled ones (tqdm's small
+    # cost per step falls in "other").
+    work.bar = progress_bar(work.fill_steps + 2 * steps, f"profile {kind}", "step")
     try:
+        work.fill()
         seconds = work.run(steps)  # timed as it is
         table, shares = profiled(work, steps, opts.profiler, opts.top)
     finally:
         work.close()
+        if work.bar is not None:
+            work.bar.close()
     steps *= opts.num_envs
     repeats = config.action_repeats
     result = {"kind": kind, "env": config.env, "agent": config.agent, "steps": steps,
@@ -111,7 +118,20 @@ def threads_in_use():
     return torch.get_num_threads()
 
 
-class EnvWork:
+class Work:
+    """Steps to time: `fill()` (not timed) then `run(steps)`, updating `bar`."""
+
+    bar, fill_steps = None, 0
+
+    def fill(self):
+        pass
+
+    def tick(self, steps=1):
+        if self.bar is not None:
+            self.bar.update(steps)
+
+
+class EnvWork(Work):
     """The vector environment alone, uniformly random actions."""
 
     def __init__(self, config):
@@ -124,13 +144,14 @@ class EnvWork:
         started = time.perf_counter()
         for _ in range(steps):
             self.env.step(self.rng.integers(self.num_actions, size=self.env.num_envs))
+            self.tick()
         return time.perf_counter() - started
 
     def close(self):
         self.env.close()
 
 
-class ActWork:
+class ActWork(Work):
     """An evaluation actor: the environment and greedy actions of a fresh network."""
 
     def __init__(self, config):
@@ -151,13 +172,14 @@ class ActWork:
         started = time.perf_counter()
         for _ in range(steps):
             self.actor.step()
+            self.tick()
         return time.perf_counter() - started
 
     def close(self):
         self.actor.stop()
 
 
-class TrainWork:
+class TrainWork(Work):
     """Training steps of a fresh run (Trainer), its replay first filled to where
     learning starts."""
 
@@ -165,14 +187,19 @@ class TrainWork:
         from qzoo.loop import Trainer
 
         self.trainer = Trainer(config)
-        frames_to_fill = (config.min_replay_size + config.batch_size) * config.action_repeats
-        self.trainer.train_phase(frames_to_fill)
         self.step_frames = config.action_repeats * config.num_envs
+        self.fill_steps = -(-(config.min_replay_size + config.batch_size) // config.num_envs)
+
+    def fill(self):
+        self.trainer.train_phase(self.fill_steps * self.step_frames, self.progress)
 
     def run(self, steps):
         started = time.perf_counter()
-        self.trainer.train_phase(steps * self.step_frames)
+        self.trainer.train_phase(steps * self.step_frames, self.progress)
         return time.perf_counter() - started
+
+    def progress(self, frames, episodes):
+        self.tick(frames // self.step_frames)
 
     def close(self):
         pass
