@@ -139,7 +139,8 @@ def test_play_without_a_terminal_draws_frames_and_exits(which, request, capsys):
     assert out.count("\x1b[1;32m>") == 3
 
 
-def test_atari_screen_sees_what_the_vector_env_gives_the_agent():
+@pytest.mark.parametrize("game", ["pong", "space_invaders", "ms_pacman"])
+def test_atari_screen_sees_what_the_vector_env_gives_the_agent(game):
     """screen.py's own Atari preprocessing equals ale-py's vector environment's, pixel
     for pixel, so that play and record show the agent what it was trained on."""
     import numpy as np
@@ -148,21 +149,21 @@ def test_atari_screen_sees_what_the_vector_env_gives_the_agent():
     from qzoo.config import build_config
     from qzoo.tools.screen import AtariGame
 
-    config = build_config("dqn", {"env": "pong"})
-    game = AtariGame(config, "pong", seed=3)
-    game.noop_max = 0  # the vector env's no-op draws are its own: compare without them
-    vector = AtariVectorEnv("pong", 1, num_threads=1, repeat_action_probability=0.0,
+    config = build_config("dqn", {"env": game})
+    atari = AtariGame(config, game, seed=3)
+    atari.noop_max = 0  # the vector env's no-op draws are its own: compare without them
+    vector = AtariVectorEnv(game, 1, num_threads=1, repeat_action_probability=0.0,
                             autoreset_mode="NextStep", stack_num=1, noop_max=0,
                             reward_clipping=False, use_fire_reset=False)  # fmt: skip
     obs, _ = vector.reset(seed=3)
-    frame, _ = game.reset()
+    frame, _ = atari.reset()
     assert (frame == obs[0, -1]).all()
     rng = np.random.default_rng(0)
-    for _ in range(150):
-        action = int(rng.integers(len(game.actions)))
+    for _ in range(120):
+        action = int(rng.integers(len(atari.actions)))
         obs, reward, *_ = vector.step(np.array([action]))
-        frame, game_reward, _, pictures = game.step(action)
-        assert (frame == obs[0, -1]).all() and game_reward == reward[0]
+        frame, atari_reward, _, pictures = atari.step(action)
+        assert (frame == obs[0, -1]).all() and atari_reward == reward[0]
         assert len(pictures) == 4 and pictures[0].shape == (210, 160, 3)
     vector.close()
 

@@ -30,16 +30,36 @@ Step = collections.namedtuple("Step", "obs reward last pictures")
 
 
 def area_weights(size_in, size_out):
-    """[size_out, size_in] float32 weights of an area-averaging resize (OpenCV's
-    INTER_AREA when shrinking): each output pixel averages the input pixels it covers,
-    partly covered ones in proportion."""
+    """An area-averaging resize along one axis (OpenCV's INTER_AREA when shrinking):
+    each output pixel averages the input pixels it covers, partly covered ones in
+    proportion. Returns ([size_out, K] input indices, [size_out, K] float32 weights),
+    K the most input pixels one output pixel covers (unused slots weigh 0)."""
     scale = size_in / size_out
-    weights = np.zeros((size_out, size_in), np.float64)
+    span = int(np.ceil(scale)) + 1
+    index = np.zeros((size_out, span), np.int64)
+    weight = np.zeros((size_out, span), np.float32)
     for i in range(size_out):
         lo, hi = i * scale, (i + 1) * scale
-        for j in range(int(np.floor(lo)), min(size_in, int(np.ceil(hi)))):
-            weights[i, j] = max(0.0, min(hi, j + 1) - max(lo, j))
-    return (weights / scale).astype(np.float32)
+        for k, j in enumerate(range(int(np.floor(lo)), min(size_in, int(np.ceil(hi))))):
+            index[i, k], weight[i, k] = j, (min(hi, j + 1) - max(lo, j)) / scale
+    return index, weight
+
+
+def area_resize(image, rows, cols):
+    """`image` [H, W] resized by the `area_weights` tables `rows` and `cols`, summed in
+    float32 in OpenCV's order (along each row first, then down the columns, adding the
+    terms one by one), then rounded: equal, pixel for pixel, to what ale-py's vector
+    environment gives the agent. (A matrix product rounds differently on a few pixels
+    per frame, and its BLAS threads crawl on a busy machine.)"""
+    image = image.astype(np.float32)
+    (row_index, row_weight), (col_index, col_weight) = rows, cols
+    across = image[:, col_index[:, 0]] * col_weight[:, 0]
+    for k in range(1, col_index.shape[1]):
+        across = across + image[:, col_index[:, k]] * col_weight[:, k]
+    out = across[row_index[:, 0]] * row_weight[:, 0, None]
+    for k in range(1, row_index.shape[1]):
+        out = out + across[row_index[:, k]] * row_weight[:, k, None]
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
 
 
 class AtariGame:
@@ -64,13 +84,12 @@ class AtariGame:
         self.repeats, self.fps = config.action_repeats, 60
         self.rng = np.random.default_rng(seed)  # the no-op starts
         height, width = ale.getScreenDims()
-        self._wy, self._wx = area_weights(height, 84), area_weights(width, 84)
+        self._rows, self._cols = area_weights(height, 84), area_weights(width, 84)
 
     def frame(self, screens):
         """The agent's 84x84 frame from the last one or two grayscale screens."""
         pooled = np.maximum(screens[-2], screens[-1]) if len(screens) > 1 else screens[-1]
-        resized = (self._wy @ pooled.astype(np.float32)) @ self._wx.T
-        return np.clip(np.rint(resized), 0, 255).astype(np.uint8)
+        return area_resize(pooled, self._rows, self._cols)
 
     def reset(self):
         """(frame, pictures) of a new episode after its random no-op frames."""
