@@ -4,6 +4,7 @@ one-line refusals of bad input."""
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -83,6 +84,20 @@ def test_eval_is_reproducible_with_a_seed(cartpole, capsys):
     assert stats["mean"] == pytest.approx(sum(first["returns"]) / 4)
 
 
+def qzoo_process(*argv):
+    """`qzoo ARGV` in a fresh process (this checkout's qzoo), stdout piped."""
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))}
+    return subprocess.run([sys.executable, "-m", "qzoo", *map(str, argv)], env=env,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+
+
+def test_eval_numbers_do_not_depend_on_the_process(cartpole, capsys):
+    here = eval_json(capsys, cartpole, "--episodes", 3, "--epsilon", 0.3, "--seed", 5)
+    there = qzoo_process("eval", cartpole, "--episodes", 3, "--epsilon", 0.3, "--seed", 5,
+                         "--json")  # fmt: skip
+    assert there.returncode == 0 and json.loads(there.stdout) == here
+
+
 def test_eval_of_a_kept_iteration_and_the_table(cartpole, capsys):
     result = eval_json(capsys, cartpole, "--checkpoint", 0, "--frames", 60, "--num-envs", 2)
     assert result["checkpoint"] == 0 and not result["latest"] and result["frames"] >= 60
@@ -137,6 +152,9 @@ def test_play_without_a_terminal_draws_frames_and_exits(which, request, capsys):
     assert "score " in out and "Q-values" in out and f"iteration {iteration}" in out
     # One Q-value per action, the chosen one marked.
     assert out.count("\x1b[1;32m>") == 3
+    if which == "cartpole":  # a real process with its stdout piped: no terminal
+        result = qzoo_process("play", run_dir, "--frames", "2")
+        assert result.returncode == 0 and result.stdout.count("\x1b[1;32m>") == 2
 
 
 @pytest.mark.parametrize("game", ["pong", "space_invaders", "ms_pacman"])
