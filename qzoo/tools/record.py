@@ -98,9 +98,13 @@ def main(argv):
                                     macro_block_size=2)  # fmt: skip
         with writer:
             returns, frames = record(writer, screen, agent, opts, scale, run.iteration)
+        os.chmod(tmp, 0o644)  # mkstemp's files are private; a video is not
         os.replace(tmp, out)
     except OSError as e:
         raise UserError(f"cannot write {out}: {e.strerror or e}") from None
+    except RuntimeError as e:  # imageio-ffmpeg's report of ffmpeg failing
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"cannot write {out}: ffmpeg failed ({first})") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
