@@ -88,7 +88,10 @@ def evaluate(run, config, epsilon, seed, num_envs=1, episodes=None, frames=None)
     """Plays `run`'s network in fresh environments of `config`, seeded by `seed`, for
     `episodes` episodes (each environment its share, so that short episodes are not
     favoured) or `frames` frames. Returns {"episodes", "frames", "partial", "returns",
-    "return": statistics, "normalized_return": statistics or None outside Atari}."""
+    "return": statistics, "normalized_return": statistics or None outside Atari}.
+
+    The loop is an Actor's (env, FrameStacker, Policy) written out, because the quotas
+    need to know which environment finished an episode, which an Actor does not say."""
     stream = Streams(seed).evaluation  # evaluation's own stream, as in a run
     policy = Policy(run.network, config.tau_samples_policy)
     env = envs.make(config, num_envs, seed, eval_mode=True)
