@@ -156,6 +156,9 @@ class Config:
                                      "resume)")
     tensorboard: bool = option(True, "run", "write TensorBoard events")
     progress: bool = option(True, "run", "show a progress bar")
+    snapshot_interval: int = option(1, "run", "keep the online network of every K-th "
+                                    "iteration in checkpoints/networks/ for qzoo eval (0: "
+                                    "none)", Int(0, 100_000))
     accept_changes: str = option("", "run", "on a resume, options that may differ from the "
                                  "saved run (comma-separated; only: iterations)",
                                  Text(empty_ok=True, describe="a comma-separated list"))

@@ -2,6 +2,7 @@
 mixed or half-written.
 
   <run>/checkpoints/latest.safetensors  everything that changes, and every results row
+  <run>/checkpoints/networks/           iteration-<K>.safetensors: the online network only
   <run>/config.json                     the run's config, rewritten from the checkpoint's
   <run>/results.csv                     rebuilt from the checkpoint's rows, never appended to
   <run>/tensorboard/                    optional
@@ -32,12 +33,16 @@ from qzoo.errors import Diverged, UserError
 from qzoo.lock import RunLock
 
 CHECKPOINT = os.path.join("checkpoints", "latest.safetensors")
+# The online network alone, per iteration (--snapshot-interval): what `qzoo eval
+# --checkpoint K` loads. A few MB each, next to the replay's GB in latest.safetensors.
+NETWORKS = os.path.join("checkpoints", "networks")
 OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before format 1
 QZOO_NAMES = ("config.json", "results.csv", "checkpoints", "tensorboard", "videos", ".lock")
 
 # Options a resumed run may change without changing its results. (`accept_changes` is
 # the per-command option below; it is not part of a run.)
-RESUMABLE = ("device", "threads", "progress", "tensorboard", "run_dir", "accept_changes")
+RESUMABLE = ("device", "threads", "progress", "tensorboard", "run_dir", "accept_changes",
+             "snapshot_interval")  # fmt: skip
 
 # Options a resume may change when the user says so with --accept-changes, and what it
 # does to the run: a resumed run then differs from one started with the new value.
@@ -267,6 +272,8 @@ class _Run:
             tb_log = logs.TensorBoardLog(
                 os.path.join(self.run_dir, "tensorboard"), trainer.iteration * config.train_frames
             )
+        if self.rows:  # a kill between the last checkpoint and its network: write it now
+            self.save_network(trainer, self.rows[-1]["iteration"], missing_only=True)
         for row in run(trainer, logs.Progress(config, config.progress)):
             _check_finite(row)
             rows = [*self.rows, row]
@@ -279,11 +286,28 @@ class _Run:
             rebuild = "; the checkpoint was saved: run the command again to rebuild it"
             with _os_errors("write", self.csv.path, rebuild):
                 self.csv.write(self.rows)
+            self.save_network(trainer, row["iteration"])
             if tb_log:
                 tb_log.write(row)
             print(logs.console_line(row), flush=True)
         if tb_log:
             tb_log.close()
+
+    def save_network(self, trainer, iteration, missing_only=False):
+        """Saves the online network of `iteration` on its own when --snapshot-interval
+        keeps it, after the checkpoint (a failure leaves the run's state saved); a kill
+        in between leaves it to the next start (`missing_only`), whose trainer holds
+        that network."""
+        interval = self.config.snapshot_interval
+        path = network_path(self.run_dir, iteration)
+        if interval and iteration % interval == 0 and not (missing_only and os.path.exists(path)):
+            with _os_errors("save network", path, "; " + self.kept("last")):
+                checkpoint.save(path, trainer.learner.online.state_dict())
+
+
+def network_path(run_dir, iteration):
+    """Where the online network of `iteration` is kept (see NETWORKS)."""
+    return os.path.join(run_dir, NETWORKS, f"iteration-{iteration}.safetensors")
 
 
 def _config_fields():
@@ -315,7 +339,7 @@ def _check_is_a_run_folder(run_dir):
 
 def _remove_temporary_files(run_dir):
     """Removes `.tmp-*` files that a kill during atomic_write left behind."""
-    for folder in (run_dir, os.path.join(run_dir, "checkpoints")):
+    for folder in (run_dir, os.path.join(run_dir, "checkpoints"), os.path.join(run_dir, NETWORKS)):
         if os.path.isdir(folder):
             for name in os.listdir(folder):
                 if name.startswith(".tmp-"):
