@@ -132,3 +132,17 @@ def test_a_network_without_conv_layers_gets_feature_saliency(tmp_path):
     page = out.read_text()
     assert "no conv layers" in page and "Guided" not in page
     assert len(decoded_images(page)) == 1
+
+
+def test_atari_stacks_show_the_last_three_frames_as_rgb():
+    from qzoo.tools import visualize
+
+    info = EnvInfo("pong", "atari", 6, (2, 2), np.uint8, "pong")
+    state = np.stack([np.full((2, 2), v, np.uint8) for v in (10, 51, 102, 255)])
+    rgb = visualize._state_rgb(state, info, "stack")
+    np.testing.assert_allclose(rgb[0, 0], [0.2, 0.4, 1.0])  # frames 2, 3, 4 (A10)
+    grad = np.stack([np.full((2, 2), v, np.float32) for v in (-1.0, -1.0, 0.0, 3.0)])
+    np.testing.assert_allclose(visualize._map_rgb(grad, info, "stack")[0, 0], [0, 0.25, 1])
+    # A feature map never active has a zero gradient: grey, not black.
+    zero = visualize._map_rgb(np.zeros((4, 2, 2), np.float32), info, "stack")
+    np.testing.assert_allclose(zero, 0.5)

@@ -24,6 +24,7 @@ from qzoo.tools import stats
 
 
 def parser():
+    """The argument parser of `qzoo compare` (qzoo.cli.Parser: one-line errors)."""
     from qzoo.cli import Parser
 
     p = Parser(
@@ -68,6 +69,7 @@ def _confidence(text):
 
 
 def main(argv):
+    """`qzoo compare` with the arguments after the command; UserError on bad input."""
     from qzoo.tools import results
 
     options = _parse(argv)

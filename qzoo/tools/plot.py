@@ -40,6 +40,7 @@ EXTENSIONS = (".png", ".svg")
 
 
 def parser():
+    """The argument parser of `qzoo plot` (qzoo.cli.Parser: one-line errors)."""
     from qzoo.cli import Parser
 
     p = Parser(
@@ -62,6 +63,7 @@ def parser():
 
 
 def main(argv):
+    """`qzoo plot` with the arguments after the command; UserError on bad input."""
     from qzoo.cli import parse
     from qzoo.tools import results
 

@@ -29,6 +29,7 @@ EXTENSIONS = (".html", ".png")
 
 
 def parser():
+    """The argument parser of `qzoo visualize` (qzoo.cli.Parser: one-line errors)."""
     from qzoo.cli import Parser
 
     p = Parser(
@@ -57,6 +58,7 @@ def _integer(name, text, low, high):
 
 
 def main(argv):
+    """`qzoo visualize` with the arguments after the command; UserError on bad input."""
     from qzoo import threads
     from qzoo.cli import parse
     from qzoo.tools import results
