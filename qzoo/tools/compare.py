@@ -34,17 +34,25 @@ def parser():
         description=__doc__.split("\n\n", 1)[1],
     )
     p.add_argument("runs", nargs="*", metavar="RUN", help="run folders written by qzoo train")
-    p.add_argument("--metric", default="iqm", choices=tuple(stats.METRICS))
-    p.add_argument("--reps", default="50000", help="bootstrap resamples (default: 50000)")
-    p.add_argument("--confidence", default="0.95", help="interval coverage (default: 0.95)")
-    p.add_argument("--seed", default="0", help="seed of the bootstrap (default: 0)")
-    p.add_argument("--last", default="1", help="score: mean of the last K evals (default: 1)")
+    p.add_argument("--metric", default="iqm", choices=tuple(stats.METRICS), help="(default: iqm)")
+    p.add_argument(
+        "--reps", default="50000", metavar="N", help="bootstrap resamples (default: 50000)"
+    )
+    p.add_argument(
+        "--confidence", default="0.95", metavar="C", help="interval coverage (default: 0.95)"
+    )
+    p.add_argument("--seed", default="0", metavar="N", help="seed of the bootstrap (default: 0)")
+    p.add_argument(
+        "--last", default="1", metavar="K", help="score: mean of the last K evals (default: 1)"
+    )
     p.add_argument("--raw", action="store_true", help="raw eval returns, not human-normalized")
-    p.add_argument("--label", help="agent names, comma-separated, one per RUN in order "
+    p.add_argument("--label", metavar="NAMES", help="agent names, comma-separated, one per RUN in order "
                    "(default: each run's preset)")  # fmt: skip
     p.add_argument("--json", action="store_true", help='one JSON object: {"metric": ..., '
                    '"agents": {name: {"estimate", "ci", "runs"}}}')  # fmt: skip
-    p.add_argument("--out", help="write PREFIX-metrics, -profile and -improvement figures")
+    p.add_argument(
+        "--out", metavar="PREFIX", help="write PREFIX-metrics, -profile and -improvement figures"
+    )
     return p
 
 

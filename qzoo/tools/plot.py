@@ -49,12 +49,12 @@ def parser():
         description=__doc__.split("\n\n", 1)[1],
     )
     p.add_argument("runs", nargs="*", metavar="RUN", help="run folders written by qzoo train")
-    p.add_argument("--out", default="curves.png", help="output file: .png or .svg")
+    p.add_argument("--out", default="curves.png", metavar="FILE", help="output file: .png or .svg")
     p.add_argument(
-        "--columns", help="results.csv columns, comma-separated (default: "
+        "--columns", metavar="NAMES", help="results.csv columns, comma-separated (default: "
         f"those of {', '.join(DEFAULT_COLUMNS)} that hold numbers)",
     )  # fmt: skip
-    p.add_argument("--title", default=None, help="figure title (default: the env)")
+    p.add_argument("--title", default=None, metavar="TEXT", help="figure title (default: the env)")
     p.add_argument("--group", default="config", choices=("config", "folder"),
                    help="runs on one curve: equal setups (config) or folder names without "
                    "-seed<k> (folder)")  # fmt: skip

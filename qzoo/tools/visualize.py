@@ -39,11 +39,17 @@ def parser():
         description=__doc__.split("\n\n", 1)[1],
     )
     p.add_argument("run", nargs="?", metavar="RUN", help="a run folder written by qzoo train")
-    p.add_argument("--out", default="saliency.html", help="output: .html or .png")
-    p.add_argument("--maps", default="4", help="feature maps per conv layer (default: 4)")
-    p.add_argument("--steps", default="500", help="most agent steps played (default: 500)")
-    p.add_argument("--frames", default="8", help="steps shown with saliency (default: 8)")
-    p.add_argument("--seed", default="0", help="seed of the episode (default: 0)")
+    p.add_argument("--out", default="saliency.html", metavar="FILE", help="output: .html or .png")
+    p.add_argument(
+        "--maps", default="4", metavar="N", help="feature maps per conv layer (default: 4)"
+    )
+    p.add_argument(
+        "--steps", default="500", metavar="N", help="most agent steps played (default: 500)"
+    )
+    p.add_argument(
+        "--frames", default="8", metavar="N", help="steps shown with saliency (default: 8)"
+    )
+    p.add_argument("--seed", default="0", metavar="N", help="seed of the episode (default: 0)")
     return p
 
 
