@@ -80,3 +80,14 @@ def parse_tool(cls, argv, prog, usage, description, positional=None, shown=None,
     by_name = {f.name: f for f in fields}
     typed = {name: options_lib.parse(by_name[name], text) for name, text in given.items()}
     return value, cls(**{**defaults, **typed}), set(typed)
+
+
+def integer_option(name, text, low, high):
+    """`text` as an integer in [low, high]; UserError naming --`name` otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise UserError(f"--{name}: bad value {text!r}; expected an integer in [{low}, {high}]")
+    return value

@@ -21,6 +21,7 @@ import numpy as np
 
 from qzoo.errors import UserError
 from qzoo.tools import stats
+from qzoo.tools.args import integer_option
 
 
 def parser():
@@ -54,16 +55,6 @@ def parser():
         "--out", metavar="PREFIX", help="write PREFIX-metrics, -profile and -improvement figures"
     )
     return p
-
-
-def _integer(name, text, low, high):
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or not low <= value <= high:
-        raise UserError(f"--{name}: bad value {text!r}; expected an integer in [{low}, {high}]")
-    return value
 
 
 def _confidence(text):
@@ -123,9 +114,9 @@ def _parse(argv):
     options = parse(parser(), argv)
     if not options["runs"]:
         raise UserError("compare needs run folders (several seeds, games or agents)")
-    options["reps"] = _integer("reps", options["reps"], 1, 10_000_000)
-    options["seed"] = _integer("seed", options["seed"], 0, 2**32 - 1)
-    options["last"] = _integer("last", options["last"], 1, 1_000_000)
+    options["reps"] = integer_option("reps", options["reps"], 1, 10_000_000)
+    options["seed"] = integer_option("seed", options["seed"], 0, 2**32 - 1)
+    options["last"] = integer_option("last", options["last"], 1, 1_000_000)
     options["confidence"] = _confidence(options["confidence"])
     if options["label"] is not None:
         options["label"] = [name.strip() for name in options["label"].split(",")]

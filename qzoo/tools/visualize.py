@@ -24,6 +24,7 @@ import torch
 
 from qzoo.errors import UserError
 from qzoo.tools import saliency as saliency_lib
+from qzoo.tools.args import integer_option
 
 EXTENSIONS = (".html", ".png")
 
@@ -53,16 +54,6 @@ def parser():
     return p
 
 
-def _integer(name, text, low, high):
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or not low <= value <= high:
-        raise UserError(f"--{name}: bad value {text!r}; expected an integer in [{low}, {high}]")
-    return value
-
-
 def main(argv):
     """`qzoo visualize` with the arguments after the command; UserError on bad input."""
     from qzoo import threads
@@ -74,10 +65,10 @@ def main(argv):
     if options["run"] is None:
         raise UserError("visualize needs a run folder")
     ext = results.check_out(options["out"], EXTENSIONS)
-    maps = _integer("maps", options["maps"], 1, 64)
-    steps = _integer("steps", options["steps"], 1, 1_000_000)
-    frames = _integer("frames", options["frames"], 1, 64)
-    seed = _integer("seed", options["seed"], 0, 2**31 - 1)
+    maps = integer_option("maps", options["maps"], 1, 64)
+    steps = integer_option("steps", options["steps"], 1, 1_000_000)
+    frames = integer_option("frames", options["frames"], 1, 64)
+    seed = integer_option("seed", options["seed"], 0, 2**31 - 1)
     run = load_run(options["run"])
     threads.apply(run.config)  # PyTorch's default of one thread per core, sized as in training
     report = analyse(run, maps, steps, frames, seed)
