@@ -70,3 +70,26 @@ def test_normalized_score_and_several_columns(tmp_path, capsys):
     points = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     normalized = [p["frame"] for p in points if p["name"] == "normalized_return"]
     assert normalized == [0, 2000]  # a NaN evaluation is left out, not drawn as 0
+
+
+def test_a_column_one_group_never_filled_is_drawn_for_the_others(tmp_path, capsys):
+    """An offline run has no train returns (all NaN): the online run's curve is drawn,
+    the offline one is simply absent from that panel."""
+    online = fake_run(tmp_path / "online", "dqn", "pong", 1, returns=[0.0, 2.0, 4.0])
+    offline = fake_run(tmp_path / "offline", "dqn", "pong", 1, returns=[1.0, 1.0, 1.0],
+                       offline="data")  # fmt: skip
+    with open(offline / "results.csv") as f:
+        text = f.read()
+    lines = text.splitlines()
+    rows = [line.split(",") for line in lines[1:]]
+    for row in rows:
+        row[3] = "nan"  # train_episode_return
+    (offline / "results.csv").write_text("\n".join([lines[0]] + [",".join(r) for r in rows]))
+    out = tmp_path / "curves.png"
+    args = ["plot", str(online), str(offline), "--out", str(out), "--json",
+            "--columns", "eval_episode_return,train_episode_return"]  # fmt: skip
+    assert main(args) == 0 and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    points = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    train = {p["label"] for p in points if p["name"] == "train_episode_return"}
+    evals = {p["label"] for p in points if p["name"] == "eval_episode_return"}
+    assert len(evals) == 2 and len(train) == 1

@@ -128,7 +128,10 @@ def curve(runs, column):
         for r in runs
     ]
     frames = sorted(set.intersection(*(set(values) for values in by_run)))
-    values = np.array([[values[f] for values in by_run] for f in frames]).reshape(len(frames), -1)
+    if not frames:  # e.g. an offline run's train returns: nothing to draw for this group
+        empty = np.zeros(0)
+        return empty, empty, empty, empty
+    values = np.array([[values[f] for values in by_run] for f in frames])
     return np.array(frames), values.mean(1), values.min(1), values.max(1)
 
 
@@ -145,6 +148,8 @@ def plot(groups, columns, title):
     for ax, column in zip(axes, columns):
         for index, (label, runs) in enumerate(groups.items()):
             frames, mean, low, high = curve(runs, column)
+            if not len(frames):
+                continue
             color = f"C{index % 10}"
             ax.plot(frames, mean, marker="o", markersize=3, color=color,
                     label=f"{label} ({len(runs)} run{'s' if len(runs) > 1 else ''})")  # fmt: skip
