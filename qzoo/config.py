@@ -110,6 +110,14 @@ class Config:
                                                  "replay is this full",
                                                  Real(0, 1, low_open=True))
     batch_size: int = option(32, "replay", "transitions per SGD step", Int(1, 65_536))
+    offline: str = option("", "replay", "train on this DQN Replay Dataset folder (replay_logs, "
+                          "or `qzoo dataset convert`'s layout) without acting; '' = online",
+                          Text(empty_ok=True, describe="a dataset folder"))
+    log_replay: str = option("", "replay", "log the experience to DIR/replay_logs in the DQN "
+                             "Replay Dataset's format; '' = off",
+                             Text(empty_ok=True, describe="a folder"))
+    log_replay_capacity: int = option(1_000_000, "replay", "rows of the logged buffer (a "
+                                      "snapshot each time it wraps)", Int(8, 10**9))
     prioritized: bool = option(False, "replay", "proportional prioritized replay")
     priority_exponent: float = option(0.6, "replay", "alpha: priorities are |TD|^alpha", UNIT)
     importance_sampling_exponent_begin_value: float = option(0.4, "replay", "beta at the "
@@ -162,6 +170,9 @@ class Config:
                                      "resume)")
     tensorboard: bool = option(True, "run", "write TensorBoard events")
     progress: bool = option(True, "run", "show a progress bar")
+    snapshot_interval: int = option(1, "run", "keep the online network of every K-th "
+                                    "iteration in checkpoints/networks/ for qzoo eval (0: "
+                                    "none)", Int(0, 100_000))
     accept_changes: str = option("", "run", "on a resume, options that may differ from the "
                                  "saved run (comma-separated; only: iterations)",
                                  Text(empty_ok=True, describe="a comma-separated list"))

@@ -106,6 +106,17 @@ def console_line(row):
     return " ".join(parts)
 
 
+def progress_bar(total, desc, unit, force=False):
+    """The progress bar of every long command: a tqdm bar on stderr with the count, the
+    rate and the time left, cleared when done. None (quiet) when stderr is not a
+    terminal, so that logs and pipes get no control characters, unless `force`."""
+    if not (force or sys.stderr.isatty()):
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, leave=False)
+
+
 class Progress:
     """A tqdm bar per phase with frames per second, time left and recent returns."""
 
@@ -115,10 +126,8 @@ class Progress:
     def __call__(self, phase):
         if not self.enabled:
             return None
-        from tqdm import tqdm
-
         total = self.config.train_frames if phase == "train" else self.config.eval_frames
-        bar = tqdm(total=total, desc=phase, unit="frame", unit_scale=True, leave=False)
+        bar = progress_bar(total, phase, "frame", force=True)
         last = [time.perf_counter()]
 
         def update(frames, episodes):

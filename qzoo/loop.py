@@ -26,17 +26,20 @@ learner each draw from their own, so evaluation never changes training.
 """
 
 import math
+import os
+import sys
 import time
 
+import numpy as np
 import torch
 
 from qzoo import envs
-from qzoo.actors import Actor, Policy
+from qzoo.actors import Actor, EpisodeStats, Policy
 from qzoo.envs.scores import normalized_columns
 from qzoo.errors import Diverged, UserError
 from qzoo.explore import LinearSchedule
 from qzoo.learner import Learner
-from qzoo.replay import make_replay
+from qzoo.replay import Replay, UniformSampler, make_replay
 from qzoo.replay.frames import FrameStorage, observation_shape
 from qzoo.streams import Streams
 
@@ -75,15 +78,42 @@ def _available_memory():
     return None
 
 
+def check_run(config, info):
+    """Refuses, before anything is written, what needs the environment to check:
+    replay logging of observations that are not uint8 frames of one environment, and a
+    run whose peak memory the machine cannot hold."""
+    if config.log_replay and (config.num_envs != 1 or np.dtype(info.frame_dtype) != np.uint8):
+        raise UserError(
+            f"--log-replay {config.log_replay}: the DQN Replay Dataset holds uint8 frames of "
+            f"one environment; {info.name} gives {np.dtype(info.frame_dtype)} observations "
+            f"with --num-envs {config.num_envs}: use --num-envs 1 and an Atari or MinAtar game"
+        )
+    if config.offline:
+        from qzoo.offline import dopamine
+        from qzoo.offline.cli import replay_logs
+
+        layout = os.path.join(config.offline, "dataset.json")
+        if not os.path.isdir(config.offline) or (
+            not os.path.exists(layout) and not dopamine.suffixes(replay_logs(config.offline))
+        ):
+            raise UserError(
+                f"--offline {config.offline}: no DQN Replay Dataset there (neither "
+                "*_ckpt.N.gz files nor `qzoo dataset convert`'s dataset.json)"
+            )
+    return check_peak_memory(config, info)
+
+
 def check_peak_memory(config, info):
     """Refuses, before anything is allocated, a run whose peak memory the machine
-    cannot hold: the replay (allocated up front), plus what a checkpoint save adds
-    while streaming it (at most 10% of it or 256 MiB), plus networks and the process
-    itself (a generous 1 GiB)."""
-    replay = FrameStorage.bytes_needed(
-        config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
-        info.num_actions,
-    )  # fmt: skip
+    cannot hold: the replay (allocated up front; none offline), plus what a checkpoint
+    save adds while streaming it (at most 10% of it or 256 MiB), plus networks and the
+    process itself (a generous 1 GiB)."""
+    replay = 0
+    if not config.offline:
+        replay = FrameStorage.bytes_needed(
+            config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
+            info.num_actions,
+        )  # fmt: skip
     saving = max(replay // 10, 256 * 2**20) if config.checkpoint_replay else 0
     peak = replay + saving + 2**30
     available = _available_memory()
@@ -111,7 +141,11 @@ class Trainer:
         self.obs_shape = observation_shape(self.info.frame_shape, config.frame_stack)
         self.learner = Learner(config, self.info, self.obs_shape, device,
                                self.streams.learner.torch)  # fmt: skip
-        self.replay = make_replay(config, self.info, self.streams.replay.numpy)
+        if config.offline:
+            self.replay = self._open_dataset()
+        else:
+            self.replay = make_replay(config, self.info, self.streams.replay.numpy)
+        self.replay_log = self._replay_log() if config.log_replay else None
         self.updates = UpdateSchedule(config.learn_period, config.target_network_update_period)
         # Prioritized replay's beta, annealed over replay additions (DQN Zoo).
         self.importance_sampling_exponent = LinearSchedule(
@@ -132,10 +166,56 @@ class Trainer:
         self.frame_t = 0  # training frames so far (a persistent counter, as frame_t)
         self.wall_time = 0.0
 
+    def _open_dataset(self):
+        from qzoo.offline.cli import open_dataset
+
+        config = self.config
+        storage = open_dataset(config.offline, self.info, config.frame_stack, config.n_steps,
+                               config.discount)  # fmt: skip
+        print(f"offline: {len(storage.suffixes)} checkpoints of {config.offline} (suffixes "
+              f"{', '.join(map(str, storage.suffixes))}), {storage.valid_count():,} "
+              "transitions", file=sys.stderr)  # fmt: skip
+        return Replay(storage, UniformSampler(storage, self.streams.replay.numpy))
+
+    def _replay_log(self):
+        from qzoo.offline.writer import LoggedReplayWriter, RowLogger
+
+        config = self.config
+        writer = LoggedReplayWriter(
+            os.path.join(config.log_replay, "replay_logs"), config.log_replay_capacity,
+            self.info.frame_shape, stack=config.frame_stack,
+            staging=os.path.join(config.log_replay, ".staging"),
+        )  # fmt: skip
+        return RowLogger(writer)
+
+    def finish(self):
+        """After the last iteration: the replay log's final partial snapshot."""
+        if self.replay_log is not None:
+            self.replay_log.writer.close()
+
     # ---- phases ---------------------------------------------------------------
     def train_phase(self, num_frames, progress=None):
-        """Acts for `num_frames` frames, storing every row and learning on schedule."""
+        """Acts for `num_frames` frames, storing every row and learning on schedule;
+        offline, learns for the frames the replayed transitions stand for."""
+        if self.config.offline:
+            return self._offline_phase(num_frames, progress)
         return self._phase(self.actor, num_frames, progress, self._train_step)
+
+    def _offline_phase(self, num_frames, progress):
+        """No acting: the SGD steps and target copies due over `num_frames` frames
+        (batch_rl's 250,000 training steps = 1,000,000 frames = 62,500 updates at one
+        update per 16 frames)."""
+        started, frames, empty = time.perf_counter(), 0, EpisodeStats(0)
+        while frames < num_frames:
+            step = min(self.config.learn_period, num_frames - frames)
+            self._learn(self.frame_t, self.frame_t + step)
+            self.frame_t, frames = self.frame_t + step, frames + step
+            if progress is not None:
+                progress(step, empty)
+        duration = time.perf_counter() - started
+        return {"episode_return": math.nan, "num_episodes": 0, "state_value": math.nan,
+                "frame_rate": frames / duration, "steps_per_second": math.nan,
+                "duration": duration}  # fmt: skip
 
     def eval_phase(self, num_frames, progress=None):
         """Acts for `num_frames` frames with the evaluation epsilon; learns nothing."""
@@ -156,13 +236,17 @@ class Trainer:
 
     def _train_step(self, row, new_frames):
         self.replay.add(row)
+        if self.replay_log is not None:
+            self.replay_log.add(row)
         self._learn(self.frame_t, self.frame_t + new_frames)
         self.frame_t += new_frames
 
     def _learn(self, old_frame, new_frame):
         """SGD steps and target copies due between two frame counts."""
         config, replay = self.config, self.replay
-        if replay.size < config.min_replay_size or not replay.can_sample():
+        if not config.offline and replay.size < config.min_replay_size:
+            return  # a dataset is complete from the start
+        if not replay.can_sample():
             return
         for _ in range(self.updates.updates_due(old_frame, new_frame)):
             if config.prioritized:
@@ -199,8 +283,10 @@ class Trainer:
             )
         evaluation = self.eval_phase(config.eval_frames, progress and progress("eval"))
         self.wall_time += time.perf_counter() - started
-        # An epsilon at frame -1 on iteration 0, as DQN Zoo reports it.
+        # An epsilon at frame -1 on iteration 0, as DQN Zoo reports it; none offline.
         epsilon = self.epsilon(self.frame_t if self.iteration > 0 else -1)
+        if config.offline:
+            epsilon = math.nan
         row = {
             "iteration": self.iteration,
             "frame": self.iteration * config.train_frames,
@@ -244,7 +330,13 @@ class Trainer:
             "learner": self.learner.state_dict(),
             "replay": self.replay.state_dict() if self.config.checkpoint_replay else None,
             "streams": self.streams.state_dict(),
+            "replay_log": self._replay_log_state(),
         }
+
+    def _replay_log_state(self):
+        if self.replay_log is None:
+            return None
+        return self.replay_log.state_dict(rows=self.config.checkpoint_replay)
 
     def load_state_dict(self, state):
         self.iteration, self.frame_t = int(state["iteration"]), int(state["frame_t"])
@@ -253,6 +345,8 @@ class Trainer:
         if state["replay"] is not None:
             self.replay.load_state_dict(state["replay"])
         self.streams.load_state_dict(state["streams"])
+        if self.replay_log is not None and state.get("replay_log") is not None:
+            self.replay_log.load_state_dict(state["replay_log"])
 
 
 def uses_epsilon(config):
@@ -272,3 +366,4 @@ def run(trainer, progress=None):
     """Yields one results row per iteration until `config.iterations` (inclusive)."""
     while trainer.iteration <= trainer.config.iterations:
         yield trainer.run_iteration(progress)
+    trainer.finish()

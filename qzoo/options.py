@@ -186,7 +186,7 @@ def _relations(config, domain):
         # Learning starts once the replay holds its minimum fill; a run that ends first
         # would act for hours and never update.
         (("iterations", "train_frames", "min_replay_capacity_fraction", "replay_capacity"),
-         c.exploration_begin_frame < c.iterations * c.train_frames,
+         bool(c.offline) or c.exploration_begin_frame < c.iterations * c.train_frames,
          (f"--iterations x --train-frames ({c.iterations} x {c.train_frames} frames) more "
           f"than the {c.exploration_begin_frame} frames it takes to fill the replay to "
           f"--min-replay-capacity-fraction {c.min_replay_capacity_fraction} of "
@@ -196,6 +196,8 @@ def _relations(config, domain):
         (("distribution", "num_heads"), c.num_heads == 1 or c.distribution == "none",
          (f"--num-heads 1 or --distribution none (several heads are plain Q-values; here "
           f"--num-heads {c.num_heads}, --distribution {c.distribution})")),
+        (("offline", "log_replay"), not (c.offline and c.log_replay),
+         "no --log-replay with --offline: an offline run has no experience of its own"),
         # Without noisy layers and with epsilon 0 throughout, nothing explores.
         (("noisy", "exploration_epsilon_begin_value", "exploration_epsilon_end_value"),
          c.noisy or c.exploration_epsilon_begin_value > 0 or c.exploration_epsilon_end_value > 0,

@@ -2,6 +2,7 @@
 mixed or half-written.
 
   <run>/checkpoints/latest.safetensors  everything that changes, and every results row
+  <run>/checkpoints/networks/           iteration-<K>.safetensors: the online network only
   <run>/config.json                     the run's config, rewritten from the checkpoint's
   <run>/results.csv                     rebuilt from the checkpoint's rows, never appended to
   <run>/tensorboard/                    optional
@@ -26,18 +27,21 @@ import sys
 
 import torch
 
-from qzoo import checkpoint, envs, logs
+from qzoo import checkpoint, envs, folder, logs
 from qzoo import config as config_lib
 from qzoo.errors import Diverged, UserError
 from qzoo.lock import RunLock
 
 CHECKPOINT = os.path.join("checkpoints", "latest.safetensors")
+# The online network alone, per iteration (--snapshot-interval): what `qzoo eval
+# --checkpoint K` loads. A few MB each, next to the replay's GB in latest.safetensors.
+NETWORKS = folder.NETWORKS
 OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before format 1
-QZOO_NAMES = ("config.json", "results.csv", "checkpoints", "tensorboard", "videos", ".lock")
 
 # Options a resumed run may change without changing its results. (`accept_changes` is
 # the per-command option below; it is not part of a run.)
-RESUMABLE = ("device", "threads", "progress", "tensorboard", "run_dir", "accept_changes")
+RESUMABLE = ("device", "threads", "progress", "tensorboard", "run_dir", "accept_changes",
+             "snapshot_interval")  # fmt: skip
 
 # Options a resume may change when the user says so with --accept-changes, and what it
 # does to the run: a resumed run then differs from one started with the new value.
@@ -65,13 +69,14 @@ def train(config, accept_changes=None):
     if accept_changes is None:
         accept_changes = parse_accept(config.accept_changes)
     run_dir = config.run_dir or config_lib.default_run_dir(config)
-    from qzoo.loop import check_peak_memory
+    from qzoo.loop import check_run
 
-    # Before anything is written: a run the machine cannot hold is refused at once.
+    # Before anything is written: a run the machine cannot hold, or whose options the
+    # environment rules out, is refused at once.
     info = envs.describe(config)
-    check_peak_memory(config, info)
-    _check_is_a_run_folder(run_dir)
-    with _os_errors("create run folder", run_dir):
+    check_run(config, info)
+    folder.check_is_a_run_folder(run_dir)
+    with folder.os_errors("create run folder", run_dir):
         if os.path.exists(run_dir) and not os.path.isdir(run_dir):
             raise UserError(f"run folder {run_dir} is a file, not a folder; pass another --run-dir")
         os.makedirs(run_dir, exist_ok=True)
@@ -114,7 +119,7 @@ class _Run:
     def write_results_after_interrupt(self):
         """results.csv from the checkpoint's rows, after a Ctrl-C that may have fallen
         between a save and the line after it (the new file has another inode)."""
-        if self.pending and _inode(self.ckpt_path) != self.pending[1]:
+        if self.pending and folder.inode(self.ckpt_path) != self.pending[1]:
             self.rows = self.pending[0]
         if self.checked and self.rows:
             with contextlib.suppress(OSError):
@@ -127,8 +132,8 @@ class _Run:
         return f"the {previous} checkpoint (iteration {self.rows[-1]['iteration']}) is intact"
 
     def start(self):
-        with _os_errors("read run folder", self.run_dir):
-            _remove_temporary_files(self.run_dir)
+        with folder.os_errors("read run folder", self.run_dir):
+            folder.remove_temporary_files(self.run_dir)
             state = self.load()
         self.checked = True
         config, complete = self.config, self.next_iteration > self.config.iterations
@@ -137,12 +142,12 @@ class _Run:
             # is written, so that a failed start leaves no config.json to trip over.
             trainer = None if complete else self.make_trainer(state)
             del state  # drops the memory maps of the checkpoint's replay
-            with _os_errors("write", self.config_path, "; " + self.kept()):
+            with folder.os_errors("write", self.config_path, "; " + self.kept()):
                 checkpoint.atomic_write(
                     self.config_path, lambda f: f.write(config.to_json().encode())
                 )
             if self.rows:
-                with _os_errors("write", self.csv.path, "; " + self.kept()):
+                with folder.os_errors("write", self.csv.path, "; " + self.kept()):
                     self.csv.write(self.rows)  # repairs a deleted, cut or garbled file
             if complete:
                 print(f"{self.run_dir} is complete ({config.iterations} iterations)",
@@ -156,11 +161,11 @@ class _Run:
             raise Diverged(f"{e}; the run stopped and {self.kept('last good')}") from None
         except (MemoryError, torch.OutOfMemoryError) as e:
             raise UserError(
-                f"out of memory ({_first_line(e)}); {self.kept('last')}; lower "
+                f"out of memory ({folder.first_line(e)}); {self.kept('last')}; lower "
                 "--replay-capacity or --batch-size"
             ) from None
         except OSError as e:
-            raise UserError(_os_message("run in", self.run_dir, e, "; " + self.kept("last")))
+            raise UserError(folder.os_message("run in", self.run_dir, e, "; " + self.kept("last")))
 
     @property
     def next_iteration(self):
@@ -175,13 +180,13 @@ class _Run:
                 "checkpoint, which qzoo no longer loads (unpickling a file can run code); "
                 "delete it (the run starts over) or use another --run-dir"
             )
-        saved_json = _read_config_json(self.config_path)
+        saved_json = folder.read_config_json(self.config_path)
         state = checkpoint.load(self.ckpt_path) if os.path.lexists(self.ckpt_path) else None
         current = _plain(dataclasses.asdict(self.config))
         if state is not None:
-            if not _holds_a_run(state):
+            if not folder.holds_a_run(state):
                 raise UserError(f"checkpoint {self.ckpt_path} does not hold a qzoo run")
-            _check_config_dict(state["config"], f"checkpoint {self.ckpt_path}")
+            folder.check_config_dict(state["config"], f"checkpoint {self.ckpt_path}")
             self.rows = state["rows"]
         saved = state["config"] if state is not None else saved_json
         accepted = self.check_same_run(saved, current, state is not None) if saved else []
@@ -251,7 +256,7 @@ class _Run:
                 if isinstance(e, torch.OutOfMemoryError):
                     raise
                 raise UserError(
-                    f"checkpoint {self.ckpt_path} does not fit this config ({_first_line(e)}); "
+                    f"checkpoint {self.ckpt_path} does not fit this config ({folder.first_line(e)}); "
                     "use the options of the run that wrote it, or another --run-dir"
                 ) from None
         return trainer
@@ -266,94 +271,42 @@ class _Run:
             tb_log = logs.TensorBoardLog(
                 os.path.join(self.run_dir, "tensorboard"), trainer.iteration * config.train_frames
             )
+        if self.rows:  # a kill between the last checkpoint and its network: write it now
+            self.save_network(trainer, self.rows[-1]["iteration"], missing_only=True)
         for row in run(trainer, logs.Progress(config, config.progress)):
             _check_finite(row)
             rows = [*self.rows, row]
-            self.pending = rows, _inode(self.ckpt_path)
-            with _os_errors("save checkpoint", self.ckpt_path, "; " + self.kept()):
+            self.pending = rows, folder.inode(self.ckpt_path)
+            with folder.os_errors("save checkpoint", self.ckpt_path, "; " + self.kept()):
                 state = {"config": dataclasses.asdict(config), "trainer": trainer.state_dict(),
                          "rows": rows}  # fmt: skip
                 checkpoint.save(self.ckpt_path, state)
             self.rows, self.pending, state = rows, None, None
             rebuild = "; the checkpoint was saved: run the command again to rebuild it"
-            with _os_errors("write", self.csv.path, rebuild):
+            with folder.os_errors("write", self.csv.path, rebuild):
                 self.csv.write(self.rows)
+            self.save_network(trainer, row["iteration"])
             if tb_log:
                 tb_log.write(row)
             print(logs.console_line(row), flush=True)
         if tb_log:
             tb_log.close()
 
-
-def _config_fields():
-    return {f.name for f in dataclasses.fields(config_lib.Config)}
-
-
-def _inode(path):
-    try:
-        return os.stat(path).st_ino
-    except FileNotFoundError:
-        return None
-
-
-def _check_is_a_run_folder(run_dir):
-    """Refuses, before creating anything in it, a non-empty folder that holds no run."""
-    if not os.path.isdir(run_dir):
-        return
-    with _os_errors("read run folder", run_dir):
-        names = os.listdir(run_dir)
-    if "config.json" in names or "checkpoints" in names:
-        return
-    foreign = sorted(n for n in names if n not in QZOO_NAMES and not n.startswith(".tmp-"))
-    if foreign:
-        raise UserError(
-            f"run folder {run_dir} holds files qzoo did not write ({', '.join(foreign[:3])}"
-            f"{', ...' if len(foreign) > 3 else ''}) and no run; pass a new or empty --run-dir"
-        )
+    def save_network(self, trainer, iteration, missing_only=False):
+        """Saves the online network of `iteration` on its own when --snapshot-interval
+        keeps it, after the checkpoint (a failure leaves the run's state saved); a kill
+        in between leaves it to the next start (`missing_only`), whose trainer holds
+        that network."""
+        interval = self.config.snapshot_interval
+        path = network_path(self.run_dir, iteration)
+        if interval and iteration % interval == 0 and not (missing_only and os.path.exists(path)):
+            with folder.os_errors("save network", path, "; " + self.kept("last")):
+                checkpoint.save(path, trainer.learner.online.state_dict())
 
 
-def _remove_temporary_files(run_dir):
-    """Removes `.tmp-*` files that a kill during atomic_write left behind."""
-    for folder in (run_dir, os.path.join(run_dir, "checkpoints")):
-        if os.path.isdir(folder):
-            for name in os.listdir(folder):
-                if name.startswith(".tmp-"):
-                    os.unlink(os.path.join(folder, name))
-
-
-def _read_config_json(path):
-    """config.json's dict, None if there is none; UserError if qzoo did not write it."""
-    try:
-        with open(path, "rb") as f:
-            saved = json.loads(f.read().decode("utf-8"))
-    except FileNotFoundError:
-        return None
-    except (UnicodeDecodeError, ValueError):
-        saved = None
-    _check_config_dict(saved, path)
-    return saved
-
-
-def _holds_a_run(state):
-    """Whether a loaded checkpoint is the tree that `_Run.train` saves."""
-    if not isinstance(state, dict) or set(state) != {"config", "trainer", "rows"}:
-        return False
-    rows = state["rows"]
-    return (
-        isinstance(rows, list)
-        and bool(rows)
-        and all(isinstance(r, dict) and type(r.get("iteration")) is int for r in rows)
-    )
-
-
-def _check_config_dict(saved, where):
-    unknown = sorted(set(saved) - _config_fields()) if isinstance(saved, dict) else []
-    if not isinstance(saved, dict) or not {"agent", "env"} <= set(saved) or unknown:
-        raise UserError(
-            f"{where} is not a qzoo config"
-            + (f" (unknown keys: {', '.join(unknown[:5])})" if unknown else "")
-            + "; qzoo does not overwrite it: move it away or use another --run-dir"
-        )
+def network_path(run_dir, iteration):
+    """Where the online network of `iteration` is kept (see NETWORKS)."""
+    return os.path.join(run_dir, NETWORKS, f"iteration-{iteration}.safetensors")
 
 
 def _plain(value):
@@ -386,26 +339,6 @@ def _check_finite(row):
             + " (the run diverged: try a lower --learning-rate or a gradient clip, in "
             "another --run-dir)"
         )
-
-
-@contextlib.contextmanager
-def _os_errors(action, path, after=""):
-    """OS errors are the user's to fix: one line naming the path and the OS's reason."""
-    try:
-        yield
-    except OSError as e:
-        raise UserError(_os_message(action, path, e, after)) from None
-
-
-def _os_message(action, path, error, after=""):
-    reason = error.strerror or _first_line(error)
-    if error.filename and os.fspath(error.filename) != os.fspath(path):
-        reason = f"{error.filename}: {reason}"
-    return f"cannot {action} {path}: {reason}{after}"
-
-
-def _first_line(error):
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 def resume_command(config, run_dir, accept=()):

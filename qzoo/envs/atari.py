@@ -10,12 +10,17 @@ Machado et al. 2018 protocol (as used by Dopamine and the DQN Replay Dataset):
 sticky actions with probability 0.25, no life-loss signal, no no-op starts,
 108,000-frame cap.
 
+Mnih et al. 2015's evaluation ("noop30", for `qzoo eval --protocol noop30` only):
+up to 30 no-op frames at the start, no sticky actions, episodes of at most 5 minutes
+(18,000 frames). No life-loss signal: evaluation does not learn.
+
 Deliberate, documented differences from DQN Zoo, all from ale-py's C++ pipeline:
 - resizing is ale-py's (OpenCV INTER_AREA-like), not Pillow's BILINEAR;
 - no-op starts are uniform on 0..30 (ale-py's noop_max), not 1..30;
 - the 108,000-frame cap counts the no-op frames.
 """
 
+import collections
 import os
 
 import numpy as np
@@ -23,22 +28,39 @@ from ale_py.vector_env import AtariVectorEnv
 
 from qzoo.envs import EnvInfo, EnvStep, first_step
 
+# What each protocol sets in the emulator. `max_frames` None keeps the config's
+# --max-frames-per-episode; noop30 is an evaluation protocol with its own cap.
+Protocol = collections.namedtuple("Protocol", "sticky noop_max life_loss max_frames")
+PROTOCOLS = {
+    "dqn_zoo": Protocol(sticky=0.0, noop_max=30, life_loss=True, max_frames=None),
+    "machado": Protocol(sticky=0.25, noop_max=0, life_loss=False, max_frames=None),
+    "noop30": Protocol(sticky=0.0, noop_max=30, life_loss=False, max_frames=18_000),
+}
+
+
+def protocol_settings(config):
+    """The `Protocol` of `config.protocol`, its frame cap resolved (0: none)."""
+    protocol = PROTOCOLS[config.protocol]
+    if protocol.max_frames is None:
+        protocol = protocol._replace(max_frames=config.max_frames_per_episode)
+    return protocol
+
 
 class AtariVector:
     """N Atari games stepped together by ale-py's threaded vector environment."""
 
     def __init__(self, game, num_envs, config):
-        sticky = config.protocol == "machado"
+        protocol = protocol_settings(config)
         self.game = game
         self.num_envs = num_envs
-        self._life_loss_signal = not sticky
+        self._life_loss_signal = protocol.life_loss
         self._action_repeats = config.action_repeats
         self._env = AtariVectorEnv(
             game,
             num_envs,
             num_threads=min(num_envs, os.cpu_count() or 1),
-            max_num_frames_per_episode=config.max_frames_per_episode or 10**9,
-            repeat_action_probability=0.25 if sticky else 0.0,
+            max_num_frames_per_episode=protocol.max_frames or 10**9,
+            repeat_action_probability=protocol.sticky,
             full_action_space=False,
             autoreset_mode="NextStep",
             img_height=84,
@@ -47,7 +69,7 @@ class AtariVector:
             stack_num=1,  # qzoo stacks frames itself, identically for acting and replay
             frameskip=config.action_repeats,
             maxpool=True,
-            noop_max=0 if sticky else 30,
+            noop_max=protocol.noop_max,
             episodic_life=False,
             reward_clipping=False,
             use_fire_reset=False,

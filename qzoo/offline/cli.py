@@ -60,8 +60,9 @@ def episode_returns(data):
     return len(ends), np.diff(sums[ends]).tolist()
 
 
-def info(folder):
-    """One dict per checkpoint suffix of `folder`, and the totals."""
+def info(folder, stack=4):
+    """One dict per checkpoint suffix of `folder`, and the totals (transitions counted
+    as valid for a frame stack of `stack`, Dopamine's 4 by default)."""
     folder = replay_logs(folder)
     found = dopamine.suffixes(folder)
     if not found:
@@ -69,7 +70,7 @@ def info(folder):
     rows, total_valid, total_bytes = [], 0, 0
     for suffix in found:
         data = _small_arrays(folder, suffix)
-        valid = DatasetStorage([data]).valid_count()
+        valid = DatasetStorage([data], stack=stack).valid_count()
         ended, returns = episode_returns(data)
         size = sum(os.path.getsize(os.path.join(folder, dopamine.file_name(a, suffix)))
                    for a in dopamine.DTYPES)  # fmt: skip
@@ -82,8 +83,9 @@ def info(folder):
     # Published layout: <Game>/<run>/replay_logs.
     path = os.path.abspath(folder)
     game = None
-    if os.path.basename(path) == "replay_logs":
-        game = os.path.basename(os.path.dirname(os.path.dirname(path)))
+    run = os.path.dirname(path)
+    if os.path.basename(path) == "replay_logs" and os.path.basename(run) in "12345":
+        game = os.path.basename(os.path.dirname(run))
     return {"folder": folder, "game": game, "checkpoints": rows,
             "transitions": total_valid, "bytes": total_bytes}  # fmt: skip
 
@@ -157,6 +159,14 @@ def main(argv):
     show = commands.add_parser("info", help="what a dataset folder holds")
     show.add_argument("folder")
     show.add_argument("--json", action="store_true", help="one JSON object")
+    show.add_argument(
+        "--stack",
+        type=int,
+        default=4,
+        choices=range(1, 65),
+        metavar="K",
+        help="frames per state, for counting valid transitions (default 4)",
+    )
     convert = commands.add_parser("convert", help="between Dopamine's files and qzoo's")
     convert.add_argument("src")
     convert.add_argument("dst")
@@ -165,7 +175,7 @@ def main(argv):
     if options.get("command") is None:
         raise UserError("dataset needs a command; expected info or convert")
     if options["command"] == "info":
-        report = info(options["folder"])
+        report = info(options["folder"], options["stack"])
         if options["json"]:
             print(json.dumps(report))
             return
@@ -181,3 +191,33 @@ def main(argv):
         to_qzoo(options["src"], options["dst"])
     else:
         to_dopamine(options["src"], options["dst"])
+
+
+def open_dataset(folder, info, stack, n_steps, discount):
+    """A DatasetStorage over every checkpoint of `folder`: memory-mapped when it is in
+    qzoo's layout, read into memory from Dopamine's gzip files otherwise (convert a
+    large dataset once with `qzoo dataset convert`). Checks that its frames and actions
+    fit the environment `info` describes."""
+    if os.path.exists(os.path.join(folder, "dataset.json")):
+        checkpoints = load_qzoo(folder)
+    else:
+        logs = replay_logs(folder)
+        found = dopamine.suffixes(logs)
+        if not found:
+            raise UserError(f"--offline {folder}: no DQN Replay Dataset checkpoint there")
+        checkpoints = {s: dopamine.read_checkpoint(logs, s) for s in found}
+    first = next(iter(checkpoints.values()))
+    if tuple(first["observation"].shape[1:]) != tuple(info.frame_shape):
+        raise UserError(
+            f"--offline {folder}: frames of shape {tuple(first['observation'].shape[1:])}, "
+            f"but {info.name} gives {tuple(info.frame_shape)}"
+        )
+    most = max(int(np.max(c["action"])) for c in checkpoints.values())
+    if most >= info.num_actions:
+        raise UserError(
+            f"--offline {folder}: action {most} in the data, but {info.name} has "
+            f"{info.num_actions} actions; the dataset is of another game"
+        )
+    storage = DatasetStorage(list(checkpoints.values()), stack, n_steps, discount)
+    storage.suffixes = sorted(checkpoints)
+    return storage

@@ -24,6 +24,7 @@ the same frames in the same order.
 import numpy as np
 
 from qzoo.replay.batch import Batch
+from qzoo.replay.frames import observation_shape
 
 
 class DatasetStorage:
@@ -94,13 +95,15 @@ class DatasetStorage:
 
     # -- assembling transitions ------------------------------------------------------
     def stacked(self, t, b):
-        """States ending at rows `t` of checkpoints `b`: [len(t), K, H, W]."""
+        """States ending at rows `t` of checkpoints `b`: [len(t), K, H, W] (or
+        [len(t), K * C, H, W] for channel-first frames)."""
         rows = (np.asarray(t)[:, None] - np.arange(self.stack - 1, -1, -1)) % self.num_rows
         out = np.empty((len(t), self.stack) + self.frame_shape, np.uint8)
         for j in np.unique(b):  # one fancy index per checkpoint (file) in the batch
             mine = np.flatnonzero(b == j)
             out[mine] = self.columns[j]["observation"][rows[mine]]
-        return out
+        # Channel-first frames [C, H, W] fold the stack into channels, as in the actor.
+        return out.reshape((len(t),) + observation_shape(self.frame_shape, self.stack))
 
     def returns(self, t, b):
         """(reward, terminal, length) of the n-step trajectories from rows `t`."""

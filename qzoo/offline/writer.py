@@ -15,23 +15,43 @@ add_count mod C in {C-4, C-3, C-2}; qzoo checks after every row, so no pass is l
 last, unfinished pass), as batch_rl's `log_final_buffer` does.
 """
 
+import os
+
 import numpy as np
 
-from qzoo.offline.dopamine import write_checkpoint
+from qzoo.offline.dopamine import DTYPES, STORE, write_checkpoint
 
 
 class LoggedReplayWriter:
     """A circular buffer of `capacity` rows, snapshotted to `folder` (a
-    `replay_logs` folder) in Dopamine's files."""
+    `replay_logs` folder) in Dopamine's files.
+
+    With `staging`, a folder, the buffer's arrays are memory-mapped NPY files there
+    instead of memory (7 GB for 1M Atari rows would double a run's footprint), and a
+    resumed run reopens them; with `state_dict()` in the run's checkpoint (rows
+    included), the files continue exactly."""
 
     def __init__(self, folder, capacity, frame_shape, stack=4, update_horizon=1,
-                 compresslevel=1):  # fmt: skip
+                 compresslevel=1, staging=None):  # fmt: skip
         self.folder, self.capacity = folder, capacity
         self.stack, self.update_horizon, self.compresslevel = stack, update_horizon, compresslevel
-        self.observation = np.zeros((capacity,) + tuple(frame_shape), np.uint8)
-        self.action = np.zeros(capacity, np.int32)
-        self.reward = np.zeros(capacity, np.float32)
-        self.terminal = np.zeros(capacity, np.uint8)
+        shapes = {"observation": (capacity,) + tuple(frame_shape), "action": (capacity,),
+                  "reward": (capacity,), "terminal": (capacity,)}  # fmt: skip
+        for name, shape in shapes.items():
+            dtype = DTYPES[name]
+            if staging is None:
+                array = np.zeros(shape, dtype)
+            else:
+                os.makedirs(staging, exist_ok=True)
+                path = os.path.join(staging, f"{name}.npy")
+                array = None
+                if os.path.exists(path):
+                    existing = np.load(path, mmap_mode="r+", allow_pickle=False)
+                    if existing.shape == shape and existing.dtype == dtype:
+                        array = existing
+                if array is None:
+                    array = np.lib.format.open_memmap(path, "w+", dtype, shape)
+            setattr(self, name, array)
         self.add_count = 0
         self.log_count = 0  # the next snapshot's suffix
         self._zero_frame = np.zeros(frame_shape, np.uint8)
@@ -68,8 +88,77 @@ class LoggedReplayWriter:
         write_checkpoint(self.folder, self.log_count, arrays, self.compresslevel)
         self.log_count += 1
 
+    def mark_terminal(self):
+        """Marks the last row written terminal (an episode cut short)."""
+        if self.add_count:
+            self.terminal[(self.cursor - 1) % self.capacity] = 1
+
+    def state_dict(self, rows=True):
+        """Counters, and with `rows` the buffer's written rows (views: a checkpoint
+        streams them to disk). Without them a resume is not exact: rows that a killed
+        run wrote after its checkpoint may have wrapped over ones the next snapshot
+        still needs."""
+        state = {"add_count": self.add_count, "log_count": self.log_count}
+        if rows:
+            n = min(self.add_count, self.capacity)
+            state.update({name: getattr(self, name)[:n] for name in STORE})
+        return state
+
+    def load_state_dict(self, state):
+        self.add_count, self.log_count = int(state["add_count"]), int(state["log_count"])
+        for name in STORE:
+            if name in state:
+                source, target = state[name], getattr(self, name)
+                for begin in range(0, len(source), 4096):  # from a memory map, in blocks
+                    target[begin : begin + 4096] = source[begin : begin + 4096]
+
     def close(self):
         """Writes the final partial snapshot: add_count = cursor, so a reader treats it
         as a buffer that is not full and uses rows [0, cursor) only."""
         if self.add_count:
             self._snapshot(self.cursor)
+
+
+class RowLogger:
+    """Turns qzoo's replay rows (one environment) into Dopamine's rows for a
+    `LoggedReplayWriter`.
+
+    qzoo's row t holds o_t, a_t and the reward r_t on arriving at o_t; Dopamine's holds
+    (o_t, a_t, r_{t+1}, terminal_{t+1}). So a row is written once the next one arrives:
+    terminal when the episode ended there (terminated or truncated: Dopamine stores a
+    time-limit truncation as terminal too), and a lost life is not terminal. An episode
+    abandoned at a phase boundary (a FIRST row after one that is not LAST) drops its
+    pending row and marks its last written row terminal, a truncation.
+    """
+
+    def __init__(self, writer):
+        self.writer = writer
+        self.pending = None  # (frame, action) of the last row, waiting for its outcome
+        self.episode_rows = 0  # rows written of the current episode
+
+    def add(self, row):
+        first, last = bool(row.first[0]), bool(row.last[0])
+        if self.pending is not None:
+            if first:  # abandoned: the pending row has no outcome
+                if self.episode_rows:
+                    self.writer.mark_terminal()
+            else:
+                frame, action = self.pending
+                self.writer.add(frame, action, float(row.reward[0]), int(last))
+                self.episode_rows += 1
+        if first:
+            self.episode_rows = 0
+        # A LAST row's frame is the episode's final one: Dopamine never stores it.
+        self.pending = None if last else (np.array(row.frame[0]), int(row.action[0]))
+
+    def state_dict(self, rows=True):
+        return {"writer": self.writer.state_dict(rows), "episode_rows": self.episode_rows,
+                "pending": None if self.pending is None else
+                {"frame": self.pending[0], "action": self.pending[1]}}  # fmt: skip
+
+    def load_state_dict(self, state):
+        self.writer.load_state_dict(state["writer"])
+        self.episode_rows = int(state["episode_rows"])
+        pending = state["pending"]
+        self.pending = None if pending is None else (np.array(pending["frame"]),
+                                                     int(pending["action"]))  # fmt: skip

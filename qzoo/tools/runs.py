@@ -4,6 +4,7 @@ network, loaded without unpickling (checkpoint.py) and without touching the repl
 
 import dataclasses
 import os
+import re
 from typing import NamedTuple
 
 import torch
@@ -13,8 +14,7 @@ from qzoo.config import Config
 from qzoo.errors import UserError
 from qzoo.networks import make_network
 from qzoo.replay.frames import observation_shape
-
-CHECKPOINT = os.path.join("checkpoints", "latest.safetensors")
+from qzoo.rundir import CHECKPOINT, NETWORKS, network_path
 
 
 class Run(NamedTuple):
@@ -29,9 +29,11 @@ class Run(NamedTuple):
     rows: list
 
 
-def load_run(run_dir, device="cpu"):
-    """Loads the latest checkpoint of the run in `run_dir`; UserError when there is
-    none or it is not a qzoo run."""
+def load_run(run_dir, iteration=None, device="cpu"):
+    """Loads the run in `run_dir`: its config and rows from the latest checkpoint, and
+    the online network of `iteration` (checkpoints/networks/, see --snapshot-interval)
+    or, when None, the latest one. UserError when there is no checkpoint, it is not a
+    qzoo run's, or no network of `iteration` was kept (naming those that were)."""
     path = os.path.join(run_dir, CHECKPOINT)
     if not os.path.isdir(run_dir):
         raise UserError(
@@ -45,12 +47,64 @@ def load_run(run_dir, device="cpu"):
     config = config_from_dict(state["config"], path)
     info = envs.describe(config)
     network = make_network(config, info, observation_shape(info.frame_shape, config.frame_stack))
+    latest = int(state["trainer"]["iteration"]) - 1
+    if iteration is None or iteration == latest:
+        # The latest network is in the checkpoint even when no snapshot of it was kept.
+        weights, iteration = state["trainer"]["learner"]["online"], latest
+    else:
+        weights, path = _network_of(run_dir, iteration), network_path(run_dir, iteration)
     try:
-        network.load_state_dict(state["trainer"]["learner"]["online"])
-    except (KeyError, RuntimeError) as e:
-        raise UserError(f"{path}: its network does not match its config ({e})") from None
+        network.load_state_dict(weights)
+    except (KeyError, RuntimeError, TypeError, AttributeError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"{path}: its network does not match the run's config ({reason})") from None
     network.to(device).eval()
-    return Run(config, info, network, int(state["trainer"]["iteration"]) - 1, state["rows"])
+    return Run(config, info, network, iteration, state["rows"])
+
+
+def iterations_kept(run_dir):
+    """The iterations whose online network is in checkpoints/networks/, sorted."""
+    try:
+        names = os.listdir(os.path.join(run_dir, NETWORKS))
+    except OSError:
+        return []
+    found = (re.fullmatch(r"iteration-(\d+)\.safetensors", name) for name in names)
+    return sorted(int(match[1]) for match in found if match)
+
+
+def _network_of(run_dir, iteration):
+    """The state dict kept for `iteration`; UserError naming the iterations there are."""
+    path = network_path(run_dir, iteration)
+    if not os.path.exists(path):
+        kept = iterations_kept(run_dir)
+        listed = _ranges(kept) if kept else "none (see --snapshot-interval)"
+        raise UserError(
+            f"--checkpoint: bad value {iteration}; {run_dir!r} keeps the networks of "
+            f"iterations {listed}, and latest"
+        )
+    try:
+        weights = checkpoint.load(path)
+    except UserError as e:
+        # checkpoint.py's advice is a training run's (start it over); a tool reading one
+        # iteration's network can read another instead.
+        reason = str(e).split("; qzoo leaves it")[0]
+        raise UserError(f"{reason}; choose another --checkpoint, or latest") from None
+    if not isinstance(weights, dict) or not all(
+        isinstance(v, torch.Tensor) for v in weights.values()
+    ):
+        raise UserError(f"{path} is not a qzoo network snapshot (a state dict of tensors)")
+    return weights
+
+
+def _ranges(numbers):
+    """[0, 1, 2, 5, 10, 11] -> '0-2, 5, 10-11': a long run keeps hundreds."""
+    parts, start = [], None
+    for i, n in enumerate(numbers):
+        start = n if start is None else start
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            parts.append(str(n) if start == n else f"{start}-{n}")
+            start = None
+    return ", ".join(parts)
 
 
 def config_from_dict(saved, where):
@@ -59,3 +113,22 @@ def config_from_dict(saved, where):
     if not isinstance(saved, dict) or not set(saved) <= fields:
         raise UserError(f"{where} holds no qzoo config")
     return Config(**saved)
+
+
+def acting_config(run, protocol=None, epsilon=None):
+    """How a tool acts in `run`'s environment: (its config with `protocol` in place,
+    the protocol's name, None outside Atari, and the epsilon). By default the run's own
+    protocol and evaluation epsilon; noop30 (Mnih et al. 2015) evaluates at 0.05
+    unless `epsilon` says otherwise. UserError for a protocol outside Atari."""
+    config = run.config
+    if run.info.domain != "atari":
+        if protocol is not None:
+            raise UserError(
+                f"--protocol: bad value {protocol}; expected no --protocol here: protocols "
+                f"are Atari's, and {config.env} is a {run.info.domain} environment"
+            )
+        return config, None, config.eval_exploration_epsilon if epsilon is None else epsilon
+    protocol = protocol or config.protocol
+    if epsilon is None:
+        epsilon = 0.05 if protocol == "noop30" else config.eval_exploration_epsilon
+    return dataclasses.replace(config, protocol=protocol), protocol, epsilon

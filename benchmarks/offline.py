@@ -1,0 +1,93 @@
+"""Offline training throughput and memory on a generated DQN Replay Dataset, next to
+online training's updates per second, in one run. Prints JSON lines.
+
+python benchmarks/offline.py --folder /tmp/qzoo-offline --transitions 200000 \
+    [--checkpoint-rows 100000] [--frames 16000] [--agent dqn]
+
+Writes Pong-shaped random frames (episodes of 400 to 2,000 rows) with the logged
+buffer into FOLDER/Pong/1/replay_logs (checkpoints of CHECKPOINT_ROWS), converts them
+to qzoo's memory-mapped layout, then trains FRAMES frames offline from it (one update
+per 16 frames) and FRAMES frames online on Pong after a 5,000-transition warm-up.
+"""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import time
+
+import numpy as np
+
+
+def emit(name, value, unit, **configuration):
+    print(json.dumps({"name": name, "value": value, "unit": unit, **configuration}), flush=True)
+
+
+def rss():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def main():
+    from qzoo.bench import measure_train
+    from qzoo.config import build_config
+    from qzoo.loop import Trainer
+    from qzoo.offline.cli import to_qzoo
+    from qzoo.offline.writer import LoggedReplayWriter
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--folder", required=True)
+    parser.add_argument("--transitions", type=int, default=200_000)
+    parser.add_argument("--checkpoint-rows", type=int, default=100_000)
+    parser.add_argument("--frames", type=int, default=16_000)
+    parser.add_argument("--agent", default="dqn")
+    args = parser.parse_args()
+    described = {"transitions": args.transitions, "checkpoint_rows": args.checkpoint_rows,
+                 "agent": args.agent, "frames": args.frames}  # fmt: skip
+    shutil.rmtree(args.folder, ignore_errors=True)
+    logs = os.path.join(args.folder, "Pong", "1", "replay_logs")
+    rng = np.random.default_rng(0)
+    pool = rng.integers(0, 256, (256, 84, 84), dtype=np.uint8)
+    started = time.perf_counter()
+    writer = LoggedReplayWriter(logs, args.checkpoint_rows, (84, 84))
+    left = 0
+    for k in range(args.transitions):
+        if left == 0:
+            left = int(rng.integers(400, 2000))
+        left -= 1
+        writer.add(pool[k % 256], int(rng.integers(6)), float(rng.integers(-1, 2)), left == 0)
+    writer.close()
+    emit("offline_write_seconds", time.perf_counter() - started, "s", **described)
+    started = time.perf_counter()
+    to_qzoo(os.path.join(args.folder, "Pong", "1"), os.path.join(args.folder, "q"))
+    emit("offline_convert_seconds", time.perf_counter() - started, "s", **described)
+    del writer
+    options = {"env": "pong", "offline": os.path.join(args.folder, "q"), "progress": "false",
+               "tensorboard": "false", "protocol": "machado"}  # fmt: skip
+    from qzoo import threads
+
+    config = build_config(args.agent, options)
+    threads.apply(config)  # as `qzoo train` does
+    before = rss()
+    trainer = Trainer(config)
+    emit("offline_rss_after_open", rss() - before, "bytes", **described)
+    trainer.train_phase(1600)  # warm-up: first touches of the maps, allocator
+    trainer.learner.pop_statistics()
+    stats = trainer.train_phase(args.frames)
+    updates = trainer.learner.pop_statistics()["num_updates"]
+    emit("offline_updates_per_second", updates / stats["duration"], "updates/s", **described)
+    emit("offline_rss_growth", rss() - before, "bytes", **described)
+    emit("peak_rss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "bytes",
+         **described)  # fmt: skip
+    del trainer
+    online = build_config(args.agent, {"env": "pong", "progress": "false", "tensorboard": "false"})
+    result = measure_train(online, args.frames, 5_000)
+    emit("online_updates_per_second", result["updates_per_second"], "updates/s", **described)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""What a run folder may hold, and OS errors told as user errors: the checks
+`qzoo train` (rundir.py) makes before it writes anything into a folder."""
+
+import contextlib
+import dataclasses
+import json
+import os
+
+from qzoo import config as config_lib
+from qzoo.errors import UserError
+
+QZOO_NAMES = ("config.json", "results.csv", "checkpoints", "tensorboard", "videos", ".lock")
+NETWORKS = os.path.join("checkpoints", "networks")  # per-iteration online networks
+
+
+def config_fields():
+    return {f.name for f in dataclasses.fields(config_lib.Config)}
+
+
+def inode(path):
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
+def check_is_a_run_folder(run_dir):
+    """Refuses, before creating anything in it, a non-empty folder that holds no run."""
+    if not os.path.isdir(run_dir):
+        return
+    with os_errors("read run folder", run_dir):
+        names = os.listdir(run_dir)
+    if "config.json" in names or "checkpoints" in names:
+        return
+    foreign = sorted(n for n in names if n not in QZOO_NAMES and not n.startswith(".tmp-"))
+    if foreign:
+        raise UserError(
+            f"run folder {run_dir} holds files qzoo did not write ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}) and no run; pass a new or empty --run-dir"
+        )
+
+
+def remove_temporary_files(run_dir):
+    """Removes `.tmp-*` files that a kill during atomic_write left behind."""
+    for where in (run_dir, os.path.join(run_dir, "checkpoints"), os.path.join(run_dir, NETWORKS)):
+        if os.path.isdir(where):
+            for name in os.listdir(where):
+                if name.startswith(".tmp-"):
+                    os.unlink(os.path.join(where, name))
+
+
+def read_config_json(path):
+    """config.json's dict, None if there is none; UserError if qzoo did not write it."""
+    try:
+        with open(path, "rb") as f:
+            saved = json.loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (UnicodeDecodeError, ValueError):
+        saved = None
+    check_config_dict(saved, path)
+    return saved
+
+
+def holds_a_run(state):
+    """Whether a loaded checkpoint is the tree that `_Run.train` saves."""
+    if not isinstance(state, dict) or set(state) != {"config", "trainer", "rows"}:
+        return False
+    rows = state["rows"]
+    return (
+        isinstance(rows, list)
+        and bool(rows)
+        and all(isinstance(r, dict) and type(r.get("iteration")) is int for r in rows)
+    )
+
+
+def check_config_dict(saved, where):
+    unknown = sorted(set(saved) - config_fields()) if isinstance(saved, dict) else []
+    if not isinstance(saved, dict) or not {"agent", "env"} <= set(saved) or unknown:
+        raise UserError(
+            f"{where} is not a qzoo config"
+            + (f" (unknown keys: {', '.join(unknown[:5])})" if unknown else "")
+            + "; qzoo does not overwrite it: move it away or use another --run-dir"
+        )
+
+
+@contextlib.contextmanager
+def os_errors(action, path, after=""):
+    """OS errors are the user's to fix: one line naming the path and the OS's reason."""
+    try:
+        yield
+    except OSError as e:
+        raise UserError(os_message(action, path, e, after)) from None
+
+
+def os_message(action, path, error, after=""):
+    reason = error.strerror or first_line(error)
+    if error.filename and os.fspath(error.filename) != os.fspath(path):
+        reason = f"{error.filename}: {reason}"
+    return f"cannot {action} {path}: {reason}{after}"
+
+
+def first_line(error):
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

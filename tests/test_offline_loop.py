@@ -1,0 +1,83 @@
+"""Logging a run's experience in the DQN Replay Dataset's format, and training on a
+dataset without acting."""
+
+import numpy as np
+
+from qzoo import checkpoint
+from qzoo.config import build_config
+from qzoo.loop import Trainer, run
+from qzoo.offline import dopamine
+from qzoo.offline.writer import LoggedReplayWriter, RowLogger
+from qzoo.replay import Row
+
+
+def qzoo_row(frame, action, reward, first=False, last=False, zero=False):
+    return Row(np.full((1, 2, 2), frame, np.uint8), np.array([action]), np.array([reward]),
+               np.array([first]), np.array([last]), np.array([zero]))  # fmt: skip
+
+
+def test_rows_become_dopamine_rows(tmp_path):
+    writer = LoggedReplayWriter(tmp_path, 100, (2, 2))
+    logger = RowLogger(writer)
+    stream = [
+        qzoo_row(1, 0, 0.0, first=True),  # episode A
+        qzoo_row(2, 1, 1.0, zero=True),  # a life lost on arrival: not terminal
+        qzoo_row(3, 2, -1.0, last=True),  # A ends; its final frame is never stored
+        qzoo_row(4, 3, 0.0, first=True),  # episode B
+        qzoo_row(5, 4, 1.0),
+        qzoo_row(6, 5, 0.0, first=True),  # B abandoned (a phase ended): C starts
+        qzoo_row(7, 0, 0.0),
+    ]
+    for row in stream:
+        logger.add(row)
+    n = writer.add_count
+    # Padding, A's rows (o_t, a_t, r_{t+1}, terminal_{t+1}), padding, B's one row
+    # (terminal: cut short), padding, C's first row.
+    assert writer.observation[:n, 0, 0].tolist() == [0, 0, 0, 1, 2, 0, 0, 0, 4, 0, 0, 0, 6]
+    assert writer.action[:n].tolist() == [0, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 5]
+    assert writer.reward[:n].tolist() == [0, 0, 0, 1, -1, 0, 0, 0, 1, 0, 0, 0, 0]
+    assert writer.terminal[:n].tolist() == [0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]
+
+
+OPTIONS = {"env": "minatar/breakout", "iterations": "3", "train_frames": "700",
+           "eval_frames": "100", "replay_capacity": "3000",
+           "min_replay_capacity_fraction": "0.1", "log_replay_capacity": "500",
+           "learn_period": "8"}  # fmt: skip
+
+
+def logged_files(folder):
+    logs = folder / "replay_logs"
+    return {name: dopamine.read_array(logs / name, name.split("_ckpt")[0].replace("$store$_", ""))
+            for name in sorted(p.name for p in logs.iterdir())}  # fmt: skip
+
+
+def test_a_resumed_run_logs_the_same_files(tmp_path):
+    whole = tmp_path / "whole"
+    list(run(Trainer(build_config("dqn", {**OPTIONS, "log_replay": str(whole)}))))
+    cut = tmp_path / "cut"
+    config = build_config("dqn", {**OPTIONS, "log_replay": str(cut)})
+    first = Trainer(config)
+    first.run_iteration(), first.run_iteration()
+    checkpoint.save(tmp_path / "state.safetensors", first.state_dict())
+    first.run_iteration()  # written past the checkpoint, then "killed"
+    second = Trainer(config)
+    second.load_state_dict(checkpoint.load(tmp_path / "state.safetensors"))
+    rows = list(run(second))
+    assert [r["iteration"] for r in rows] == [2, 3]
+    expected, got = logged_files(whole), logged_files(cut)
+    # 2,100 rows (MinAtar: a frame per step) in a buffer of 500: 4 full snapshots, 1 final.
+    assert sorted(expected) == sorted(got) and len(expected) == 6 * 5
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+
+
+def test_offline_training_reads_the_logged_dataset_and_never_acts(tmp_path):
+    logged = tmp_path / "logged"
+    list(run(Trainer(build_config("dqn", {**OPTIONS, "log_replay": str(logged)}))))
+    options = {**OPTIONS, "offline": str(logged), "iterations": "2", "train_frames": "200"}
+    trainer = Trainer(build_config("dqn", options))
+    rows = list(run(trainer))
+    assert [r["train_num_updates"] for r in rows] == [0, 25, 25]  # one per 8 frames
+    assert all(r["train_num_episodes"] == 0 for r in rows)
+    assert np.isfinite(rows[-1]["train_loss"]) and rows[-1]["eval_num_episodes"] > 0
+    assert trainer.replay.storage.suffixes == [0, 1, 2, 3, 4]
