@@ -63,6 +63,10 @@ def test_rem_offline_is_batch_rls_and_online_the_papers_four_networks():
     assert (offline["num_heads"], offline["head_mixing"]) == (200, "stochastic")
     assert offline["optimizer_epsilon"] == 3.125e-4 and "separate_networks" not in offline
     assert offline["init"] == "variance_scaling"  # batch_rl's MultiHeadQNetwork
+    # With a dataset (--offline DIR) the config is batch_rl's rem.gin.
+    c = make_config("rem", "pong", "atari", {"offline": "Pong/1"})
+    assert (c.num_heads, c.separate_networks, c.init) == (200, False, "variance_scaling")
+    assert c.optimizer_epsilon == 3.125e-4
     online = make_config("rem", "pong", "atari", {})  # no dataset: online
     assert (online.num_heads, online.separate_networks, online.head_mixing) == (
         4, True, "stochastic",
