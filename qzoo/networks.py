@@ -145,7 +145,7 @@ class Network(nn.Module):
     no gradient, as in DQN Zoo.
     """
 
-    def __init__(self, torso, head, kind="q", support=None, tau_embedding=None, input_scale=1.0,
+    def __init__(self, torso, head, kind="none", support=None, tau_embedding=None, input_scale=1.0,
                  init=legacy_init_):  # fmt: skip
         super().__init__()
         self.torso, self.head, self.kind = torso, head, kind
