@@ -85,7 +85,8 @@ def test_dopamine_initializers(init):
                 bound = math.sqrt(6 / (fan_in + fan_out))
             else:  # VarianceScaling(1/sqrt(3), fan_in, uniform): sqrt(3 / sqrt(3) / fan_in)
                 bound = 1.3160740129524924 / math.sqrt(fan_in)
-            assert bound * 0.9 < module.weight.abs().max().item() <= bound
+            # (float32 rounds the bound itself by a few parts in 1e8)
+            assert bound * 0.9 < module.weight.abs().max().item() <= bound * (1 + 1e-6)
             assert not module.bias.any()  # zero biases
 
 
