@@ -232,6 +232,9 @@ def agents():
     for name, preset in config_lib.PRESETS.items():
         diff = ", ".join(f"{k}={v}" for k, v in preset["overrides"].items()) or "(the base)"
         print(f"{name:10s} {preset['paper']}\n{'':10s} differs from dqn: {diff}")
+        if preset.get("online"):  # values that apply only without --offline
+            online = ", ".join(f"{k}={v}" for k, v in preset["online"].items())
+            print(f"{'':10s} without --offline, also: {online}")
 
 
 def bench_command(argv):

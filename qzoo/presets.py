@@ -1,0 +1,244 @@
+"""The agent presets, one per paper, and the defaults of each non-Atari domain: data.
+
+Each preset names its paper and lists how it differs from `Config()`'s defaults (DQN
+Zoo's dqn). A preset's optional "online" entry applies only to a run without
+--offline (batch_rl's rem.gin is offline; the paper's online REM differs). See
+config.py for how the layers combine.
+"""
+
+# batch_rl's fixed-replay agents (Agarwal, Schuurmans & Norouzi 2020): the values of
+# batch_rl/fixed_replay/configs/*.gin and Dopamine's runner (batch_rl_dopamine.md §2.2)
+# in frames, 4 per agent step: 250,000 training steps = train_frames 1,000,000 (offline:
+# the frames the replayed transitions stand for); update_period 4 = learn_period 16
+# (62,500 updates per iteration); target_update_period 8,000 = 32,000 frames (2,000
+# updates); 125,000 evaluation steps = 500,000 frames; 27,000 steps per episode = 108,000
+# frames; 200 iterations; gamma 0.99, 1-step, replay 1M, batch 32, rewards clipped to
+# [-1, 1], no gradient-norm clip: Config()'s defaults, so only differences are listed.
+# Dopamine's Huber loss (no TD-error clip); no double Q. Sticky actions (machado): the
+# protocol the dataset was collected with. The online values (min_replay_history 20,000
+# steps = 2% of the replay; epsilon 1 -> 0.01 over 250,000 steps = 0.5% of 200M frames)
+# act only online. Optimizers have TF1's semantics (optim.py); networks are Dopamine's
+# ('same' padding; batch_rl's variance-scaling initialization, §2.4).
+_BATCH_RL = {
+    "torso": "dopamine_cnn", "init": "variance_scaling",
+    "protocol": "machado", "grad_error_bound": 0.0, "target_network_update_period": 32_000,
+    "min_replay_capacity_fraction": 0.02, "exploration_epsilon_end_value": 0.01,
+    "exploration_epsilon_decay_frame_fraction": 0.005, "eval_exploration_epsilon": 0.001,
+}  # fmt: skip
+# batch_rl's quantile, multi_head_dqn and rem gins: Adam lr 5e-5, eps 3.125e-4.
+_BATCH_RL_ADAM = {"optimizer": "adam_tf1", "learning_rate": 5e-5, "optimizer_epsilon": 3.125e-4}
+_BATCH_RL_PAPER = (
+    "Agarwal, Schuurmans & Norouzi 2020, An Optimistic Perspective on Offline "
+    "Reinforcement Learning, ICML, arXiv:1907.04543"
+)
+
+PRESETS = {
+    "dqn": {
+        "paper": "Mnih et al. 2015, Human-level control through deep reinforcement "
+        "learning, Nature 518",
+        "overrides": {},
+    },
+    "double_q": {
+        "paper": "van Hasselt, Guez & Silver 2016, Deep Reinforcement Learning with "
+        "Double Q-learning, AAAI (tuned version), arXiv:1509.06461",
+        "overrides": {
+            "double_q": True,
+            "shared_bias": True,
+            "target_network_update_period": 120_000,
+            "exploration_epsilon_end_value": 0.01,
+            "eval_exploration_epsilon": 0.01,
+        },
+    },
+    "prioritized": {
+        "paper": "Schaul, Quan, Antonoglou & Silver 2016, Prioritized Experience Replay, "
+        "ICLR, arXiv:1511.05952 (proportional variant, on tuned Double DQN)",
+        "overrides": {
+            "double_q": True,
+            "shared_bias": True,
+            "prioritized": True,
+            "priority_exponent": 0.6,
+            # lr / sqrt(eps) kept equal to Double DQN's (DQN Zoo's docstring).
+            "learning_rate": 2.5e-4 / 4,
+            "optimizer_epsilon": 0.01 / 32**2 / 16,
+            "target_network_update_period": 120_000,
+            "exploration_epsilon_end_value": 0.01,
+            "eval_exploration_epsilon": 0.01,
+        },
+    },
+    "c51": {
+        "paper": "Bellemare, Dabney & Munos 2017, A Distributional Perspective on "
+        "Reinforcement Learning, ICML, arXiv:1707.06887",
+        "overrides": {
+            "distribution": "categorical",
+            "optimizer": "adam",
+            "learning_rate": 2.5e-4,
+            "optimizer_epsilon": 0.01 / 32,
+            "grad_error_bound": 0.0,
+            "max_global_grad_norm": 10.0,
+            "exploration_epsilon_end_value": 0.01,
+            "eval_exploration_epsilon": 0.001,
+        },
+    },
+    "qrdqn": {
+        "paper": "Dabney, Rowland, Bellemare & Munos 2018, Distributional Reinforcement "
+        "Learning with Quantile Regression, AAAI, arXiv:1710.10044",
+        "overrides": {
+            "distribution": "quantile",
+            "num_quantiles": 201,
+            "huber_param": 1.0,
+            "optimizer": "adam",
+            "learning_rate": 5e-5,
+            "optimizer_epsilon": 0.01 / 32,
+            "grad_error_bound": 0.0,
+            "max_global_grad_norm": 10.0,
+            "exploration_epsilon_end_value": 0.01,
+            "eval_exploration_epsilon": 0.001,
+        },
+    },
+    "rainbow": {
+        "paper": "Hessel et al. 2018, Rainbow: Combining Improvements in Deep "
+        "Reinforcement Learning, AAAI, arXiv:1710.02298",
+        "overrides": {
+            "distribution": "categorical",
+            "double_q": True,
+            "dueling": True,
+            "noisy": True,
+            "n_steps": 3,
+            "prioritized": True,
+            "priority_exponent": 0.5,
+            "optimizer": "adam",
+            "learning_rate": 2.5e-4 / 4,
+            "optimizer_epsilon": 0.005 / 32,
+            "grad_error_bound": 0.0,
+            "max_global_grad_norm": 10.0,
+            "min_replay_capacity_fraction": 0.02,
+            "target_network_update_period": 32_000,
+            # No epsilon-greedy: noisy nets explore; evaluation is greedy.
+            "exploration_epsilon_begin_value": 0.0,
+            "exploration_epsilon_end_value": 0.0,
+            "eval_exploration_epsilon": 0.0,
+        },
+    },
+    "iqn": {
+        "paper": "Dabney, Ostrovski, Silver & Munos 2018, Implicit Quantile Networks for "
+        "Distributional Reinforcement Learning, ICML, arXiv:1806.06923",
+        "overrides": {
+            "distribution": "implicit_quantile",
+            "huber_param": 1.0,
+            "optimizer": "adam",
+            "learning_rate": 5e-5,
+            "optimizer_epsilon": 0.01 / 32,
+            "grad_error_bound": 0.0,
+            "max_global_grad_norm": 0.0,
+            "min_replay_capacity_fraction": 0.02,
+            "exploration_epsilon_end_value": 0.01,
+            "eval_exploration_epsilon": 0.001,
+        },
+    },
+    "offline_dqn": {
+        "paper": f"DQN (Mnih et al. 2015) on fixed replay: {_BATCH_RL_PAPER} (dqn.gin)",
+        # TF1's centered RMSProp has its epsilon inside the square root too, so
+        # Dopamine's 1e-5 is qzoo's 1e-5; it starts the mean square at 1 (optim.py).
+        # Dopamine's NatureDQNNetwork has Keras's default (Glorot) initialization.
+        "overrides": {
+            **_BATCH_RL,
+            "init": "glorot",
+            "optimizer": "rmsprop_centered_tf1",
+            "learning_rate": 2.5e-4,
+            "rmsprop_decay": 0.95,
+            "optimizer_epsilon": 1e-5,
+        },
+    },
+    "offline_c51": {
+        "paper": f"C51 (Bellemare et al. 2017, arXiv:1707.06887) on fixed replay: "
+        f"{_BATCH_RL_PAPER} (c51.gin: Dopamine's Rainbow agent as C51)",
+        "overrides": {
+            **_BATCH_RL,
+            "distribution": "categorical",
+            "num_atoms": 51,
+            "vmax": 10.0,
+            "optimizer": "adam_tf1",
+            "learning_rate": 2.5e-4,
+            "optimizer_epsilon": 3.125e-4,
+        },
+    },
+    "offline_qrdqn": {
+        "paper": f"QR-DQN (Dabney et al. 2018, arXiv:1710.10044) on fixed replay: "
+        f"{_BATCH_RL_PAPER} (quantile.gin)",
+        "overrides": {
+            **_BATCH_RL,
+            **_BATCH_RL_ADAM,
+            "distribution": "quantile",
+            "num_quantiles": 200,
+            "huber_param": 1.0,
+        },
+    },
+    "ensemble": {
+        "paper": f"Ensemble-DQN, {_BATCH_RL_PAPER} (multi_head_dqn.gin: 200 heads, IDENTITY)",
+        "overrides": {**_BATCH_RL, **_BATCH_RL_ADAM, "num_heads": 200, "head_mixing": "identity"},
+    },
+    "rem": {
+        "paper": f"Random Ensemble Mixture (REM), {_BATCH_RL_PAPER} (rem.gin: 200 heads, "
+        "STOCHASTIC; online, online/configs/rem.gin: 4 networks)",
+        "overrides": {**_BATCH_RL, **_BATCH_RL_ADAM, "num_heads": 200, "head_mixing": "stochastic"},
+        # The paper's online REM (online/configs/rem.gin): 4 separate networks (batch_rl's
+        # NatureDQNNetworks: Glorot) and an Adam epsilon 10x smaller. Its deep
+        # exploration (a new mixture per training episode) is not in qzoo yet: online
+        # REM explores epsilon-greedily.
+        "online": {
+            "num_heads": 4,
+            "separate_networks": True,
+            "init": "glorot",
+            "optimizer_epsilon": 3.125e-5,
+        },
+    },
+}
+
+# Defaults for environments that are not Atari. Atari runs use Config() as is.
+DOMAIN_DEFAULTS = {
+    # Young & Tian 2019 (MinAtar): 5M frames, replay 100k, learning every frame,
+    # target copy every 1,000 frames, epsilon 1 -> 0.1 over 100k frames after 5k.
+    "minatar": {
+        "iterations": 50,
+        "train_frames": 100_000,
+        "eval_frames": 25_000,
+        "action_repeats": 1,
+        "frame_stack": 1,
+        "max_frames_per_episode": 0,
+        "replay_capacity": 100_000,
+        "min_replay_capacity_fraction": 0.05,
+        "learn_period": 1,
+        "target_network_update_period": 1_000,
+        # Uniform random acting while the replay fills, for every agent (Rainbow
+        # included: noisy nets alone can lock small tasks into one action).
+        "exploration_epsilon_begin_value": 1.0,
+        "optimizer_epsilon": 1e-4,  # ~= PyTorch eps 0.01 outside the square root
+        "torso": "minatar_cnn",
+        "protocol": "dqn_zoo",  # Atari's protocols do not apply (batch_rl presets: machado)
+    },
+    # Small control tasks (CartPole-v1, Acrobot-v1, ...): a few minutes on a CPU.
+    "gym": {
+        "iterations": 10,
+        "train_frames": 10_000,
+        "eval_frames": 5_000,
+        "action_repeats": 1,
+        "frame_stack": 1,
+        "max_frames_per_episode": 0,
+        "replay_capacity": 50_000,
+        "min_replay_capacity_fraction": 0.02,
+        "batch_size": 64,
+        "learn_period": 4,
+        "target_network_update_period": 500,
+        "exploration_epsilon_begin_value": 1.0,  # as for MinAtar
+        "optimizer": "adam",
+        "learning_rate": 1e-3,
+        "optimizer_epsilon": 0.01 / 32,
+        "grad_error_bound": 0.0,
+        "max_global_grad_norm": 10.0,
+        "exploration_epsilon_decay_frame_fraction": 0.1,
+        "vmax": 100.0,  # CartPole's discounted returns reach 1 / (1 - 0.99)
+        "eval_exploration_epsilon": 0.0,
+        "torso": "mlp",
+        "protocol": "dqn_zoo",  # as for MinAtar
+    },
+}
