@@ -33,22 +33,26 @@ def rss():
 
 
 def main():
-    from qzoo.bench import measure_train
-    from qzoo.config import build_config
-    from qzoo.loop import Trainer
-    from qzoo.offline.cli import to_qzoo
-    from qzoo.offline.writer import LoggedReplayWriter
-
     parser = argparse.ArgumentParser()
     parser.add_argument("--folder", required=True)
     parser.add_argument("--transitions", type=int, default=200_000)
     parser.add_argument("--checkpoint-rows", type=int, default=100_000)
     parser.add_argument("--frames", type=int, default=16_000)
     parser.add_argument("--agent", default="dqn")
+    parser.add_argument("--reuse", action="store_true", help="keep FOLDER's dataset")
     args = parser.parse_args()
     described = {"transitions": args.transitions, "checkpoint_rows": args.checkpoint_rows,
                  "agent": args.agent, "frames": args.frames}  # fmt: skip
-    shutil.rmtree(args.folder, ignore_errors=True)
+    if not args.reuse:
+        shutil.rmtree(args.folder, ignore_errors=True)
+        write_dataset(args, described)
+    main_train(args, described)
+
+
+def write_dataset(args, described):
+    from qzoo.offline.cli import to_qzoo
+    from qzoo.offline.writer import LoggedReplayWriter
+
     logs = os.path.join(args.folder, "Pong", "1", "replay_logs")
     rng = np.random.default_rng(0)
     pool = rng.integers(0, 256, (256, 84, 84), dtype=np.uint8)
@@ -65,7 +69,13 @@ def main():
     started = time.perf_counter()
     to_qzoo(os.path.join(args.folder, "Pong", "1"), os.path.join(args.folder, "q"))
     emit("offline_convert_seconds", time.perf_counter() - started, "s", **described)
-    del writer
+
+
+def main_train(args, described):
+    from qzoo.bench import measure_train
+    from qzoo.config import build_config
+    from qzoo.loop import Trainer
+
     options = {"env": "pong", "offline": os.path.join(args.folder, "q"), "progress": "false",
                "tensorboard": "false", "protocol": "machado"}  # fmt: skip
     from qzoo import threads

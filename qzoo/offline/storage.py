@@ -48,6 +48,7 @@ class DatasetStorage:
         self.full = self.add_counts >= self.num_rows
         self.invalid = [set(np.asarray(c["invalid_range"]).tolist()) for c in self.columns]
         self.num_adds = 0  # nothing is ever added
+        self._valid_count = None
         # Per-column tables, small next to the frames: terminal flags and rewards.
         self._terminal = np.stack([np.asarray(c["terminal"]) != 0 for c in self.columns], 1)
         self._reward = np.stack([np.asarray(c["reward"], np.float32) for c in self.columns], 1)
@@ -67,7 +68,8 @@ class DatasetStorage:
         return 0, self.num_rows
 
     def can_sample(self):
-        return bool(self.valid_count() > 0)
+        # Asked before every update: the count (a pass over every row) is made once.
+        return self.valid_count() > 0
 
     def in_window(self, t):
         return np.ones(np.shape(t), bool)
@@ -88,10 +90,12 @@ class DatasetStorage:
         return ok
 
     def valid_count(self):
-        """Valid transitions in the whole dataset (for `dataset info`)."""
-        rows = np.arange(self.num_rows)
-        return sum(int(self.valid(rows, np.full(self.num_rows, b)).sum())
-                   for b in range(self.num_envs))  # fmt: skip
+        """Valid transitions in the whole dataset (read-only, so counted once)."""
+        if self._valid_count is None:
+            rows = np.arange(self.num_rows)
+            self._valid_count = sum(int(self.valid(rows, np.full(self.num_rows, b)).sum())
+                                    for b in range(self.num_envs))  # fmt: skip
+        return self._valid_count
 
     # -- assembling transitions ------------------------------------------------------
     def stacked(self, t, b):
