@@ -114,6 +114,13 @@ class Config:
     offline: str = option("", "replay", "train on this DQN Replay Dataset folder (replay_logs, "
                           "or `qzoo dataset convert`'s layout) without acting; '' = online",
                           Text(empty_ok=True, describe="a dataset folder"))
+    offline_checkpoints: str = option("", "replay", "with --offline: which checkpoints, a "
+                                      "slice of their sorted suffixes (40: = the last 10 of "
+                                      "50; batch_rl's replay_file_start/end_index)",
+                                      Text(empty_ok=True, describe="START:END"))
+    offline_reload: int = option(0, "replay", "with --offline: 0 trains on all checkpoints at "
+                                 "once; N loads N random ones every iteration and draws each "
+                                 "batch from one of them (batch_rl: 5)", Int(0, 10_000))
     log_replay: str = option("", "replay", "log the experience to DIR/replay_logs in the DQN "
                              "Replay Dataset's format; '' = off",
                              Text(empty_ok=True, describe="a folder"))

@@ -100,6 +100,9 @@ def check_run(config, info):
                 f"--offline {config.offline}: no DQN Replay Dataset there (neither "
                 "*_ckpt.N.gz files nor `qzoo dataset convert`'s dataset.json)"
             )
+        from qzoo.offline.cli import dataset_suffixes
+
+        dataset_suffixes(config.offline, config.offline_checkpoints, config.offline_reload)
     return check_peak_memory(config, info)
 
 
@@ -166,16 +169,26 @@ class Trainer:
         self.frame_t = 0  # training frames so far (a persistent counter, as frame_t)
         self.wall_time = 0.0
 
-    def _open_dataset(self):
-        from qzoo.offline.cli import open_dataset
+    def _open_dataset(self, suffixes=None):
+        """All the chosen checkpoints at once (default), or `suffixes`, sampled as
+        batch_rl does (one checkpoint per batch) when --offline-reload is set."""
+        from qzoo.offline.cli import dataset_suffixes, open_dataset
+        from qzoo.offline.storage import CheckpointPerBatchSampler
 
         config = self.config
+        if suffixes is None:
+            suffixes = dataset_suffixes(
+                config.offline, config.offline_checkpoints, config.offline_reload
+            )
+            if config.offline_reload:  # iteration 0 only evaluates; see _offline_phase
+                suffixes = suffixes[: config.offline_reload]
         storage = open_dataset(config.offline, self.info, config.frame_stack, config.n_steps,
-                               config.discount)  # fmt: skip
+                               config.discount, suffixes)  # fmt: skip
         print(f"offline: {len(storage.suffixes)} checkpoints of {config.offline} (suffixes "
               f"{', '.join(map(str, storage.suffixes))}), {storage.valid_count():,} "
               "transitions", file=sys.stderr)  # fmt: skip
-        return Replay(storage, UniformSampler(storage, self.streams.replay.numpy))
+        sampler = CheckpointPerBatchSampler if config.offline_reload else UniformSampler
+        return Replay(storage, sampler(storage, self.streams.replay.numpy))
 
     def _replay_log(self):
         from qzoo.offline.writer import LoggedReplayWriter, RowLogger
@@ -205,6 +218,14 @@ class Trainer:
         """No acting: the SGD steps and target copies due over `num_frames` frames
         (batch_rl's 250,000 training steps = 1,000,000 frames = 62,500 updates at one
         update per 16 frames)."""
+        config = self.config
+        if config.offline_reload:  # batch_rl reloads N random checkpoints every iteration
+            from qzoo.offline.cli import dataset_suffixes
+
+            found = dataset_suffixes(config.offline, config.offline_checkpoints)
+            rng = self.streams.replay.numpy
+            chosen = sorted(rng.choice(found, config.offline_reload, replace=False).tolist())
+            self.replay = self._open_dataset(chosen)
         started, frames, empty = time.perf_counter(), 0, EpisodeStats(0)
         while frames < num_frames:
             step = min(self.config.learn_period, num_frames - frames)

@@ -210,6 +210,8 @@ def _relations(config, domain):
 # option -> (the value meaning "off", or None for a parameter of a feature; the
 # options that can switch it off; whether it acts; what it needs to act).
 _ACTS_ONLY_WITH = {
+    **{name: (None, (), lambda c, d: bool(c.offline), "--offline")
+       for name in ("offline_checkpoints", "offline_reload")},
     "grad_error_bound": (0.0, ("distribution",), lambda c, d: c.distribution == "none",
                          ("--distribution none; distributional losses are clipped by "
                           "--max-global-grad-norm")),

@@ -7,6 +7,7 @@ from qzoo import checkpoint
 from qzoo.config import build_config
 from qzoo.loop import Trainer, run
 from qzoo.offline import dopamine
+from qzoo.offline.storage import CheckpointPerBatchSampler
 from qzoo.offline.writer import LoggedReplayWriter, RowLogger
 from qzoo.replay import Row
 
@@ -81,3 +82,34 @@ def test_offline_training_reads_the_logged_dataset_and_never_acts(tmp_path):
     assert all(r["train_num_episodes"] == 0 for r in rows)
     assert np.isfinite(rows[-1]["train_loss"]) and rows[-1]["eval_num_episodes"] > 0
     assert trainer.replay.storage.suffixes == [0, 1, 2, 3, 4]
+
+
+def test_checkpoint_subsets_and_batch_rl_reloading(tmp_path, capsys):
+    logged = tmp_path / "logged"
+    list(run(Trainer(build_config("dqn", {**OPTIONS, "log_replay": str(logged)}))))
+    offline = {**OPTIONS, "offline": str(logged), "iterations": "3", "train_frames": "80"}
+    # The last two of the five checkpoints (batch_rl's replay_file_start_index 3).
+    last = Trainer(build_config("dqn", {**offline, "offline_checkpoints": "3:"}))
+    assert last.replay.storage.suffixes == [3, 4]
+    # Two random checkpoints per iteration, each batch from one of them.
+    config = build_config("dqn", {**offline, "offline_reload": "2"})
+    trainer = Trainer(config)
+    chosen = []
+    for _ in range(4):
+        trainer.run_iteration()
+        chosen.append(trainer.replay.storage.suffixes)
+        # Drawn with a generator of the test's own, not the run's replay stream.
+        sampler = CheckpointPerBatchSampler(trainer.replay.storage, np.random.default_rng(0))
+        for _ in range(5):
+            _, b, _ = sampler.sample(32)
+            assert len(set(b.tolist())) == 1  # one checkpoint per batch
+    assert all(len(c) == 2 and set(c) <= {0, 1, 2, 3, 4} for c in chosen)
+    assert len({tuple(c) for c in chosen[1:]}) > 1  # a new draw every iteration
+    # The draws come from the replay stream: a resumed run draws the same ones.
+    again = Trainer(config)
+    again.run_iteration(), again.run_iteration()
+    state = again.state_dict()
+    resumed = Trainer(config)
+    resumed.load_state_dict(state)
+    resumed.run_iteration()
+    assert resumed.replay.storage.suffixes == chosen[2]

@@ -193,16 +193,56 @@ def main(argv):
         to_dopamine(options["src"], options["dst"])
 
 
-def open_dataset(folder, info, stack, n_steps, discount):
-    """A DatasetStorage over every checkpoint of `folder`: memory-mapped when it is in
-    qzoo's layout, read into memory from Dopamine's gzip files otherwise (convert a
-    large dataset once with `qzoo dataset convert`). Checks that its frames and actions
-    fit the environment `info` describes."""
+def parse_slice(text):
+    """'40:' -> slice(40, None); '' -> every checkpoint; UserError if not START:END."""
+    if not text:
+        return slice(None)
+    start, colon, end = text.partition(":")
+    try:
+        if not colon:
+            raise ValueError
+        return slice(int(start) if start else None, int(end) if end else None)
+    except ValueError:
+        raise UserError(
+            f"--offline-checkpoints: bad value {text!r}; expected START:END, a slice of the "
+            "sorted checkpoint suffixes (e.g. 40: or :5 or 10:20)"
+        ) from None
+
+
+def dataset_suffixes(folder, checkpoints="", reload=0):
+    """The suffixes `--offline folder --offline-checkpoints ...` trains on; UserError
+    when there are none, or fewer than `reload` to draw from each iteration."""
+    if os.path.exists(os.path.join(folder, "dataset.json")):
+        found = sorted(load_qzoo(folder))
+    else:
+        found = dopamine.suffixes(replay_logs(folder))
+    chosen = found[parse_slice(checkpoints)]
+    if not chosen:
+        raise UserError(
+            f"--offline {folder}: no checkpoint to train on (found {len(found)}"
+            + (f", --offline-checkpoints {checkpoints} keeps none" if checkpoints else "")
+            + ")"
+        )
+    if reload > len(chosen):
+        raise UserError(
+            f"--offline-reload: bad value {reload}; expected at most the {len(chosen)} "
+            f"checkpoints of {folder} it may draw from"
+        )
+    return chosen
+
+
+def open_dataset(folder, info, stack, n_steps, discount, suffixes=None):
+    """A DatasetStorage over the checkpoints `suffixes` (default all) of `folder`:
+    memory-mapped when it is in qzoo's layout, read into memory from Dopamine's gzip
+    files otherwise (convert a large dataset once with `qzoo dataset convert`). Checks
+    that its frames and actions fit the environment `info` describes."""
     if os.path.exists(os.path.join(folder, "dataset.json")):
         checkpoints = load_qzoo(folder)
+        if suffixes is not None:
+            checkpoints = {s: checkpoints[s] for s in suffixes}
     else:
         logs = replay_logs(folder)
-        found = dopamine.suffixes(logs)
+        found = dopamine.suffixes(logs) if suffixes is None else suffixes
         if not found:
             raise UserError(f"--offline {folder}: no DQN Replay Dataset checkpoint there")
         checkpoints = {s: dopamine.read_checkpoint(logs, s) for s in found}

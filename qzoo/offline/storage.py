@@ -140,3 +140,36 @@ class DatasetStorage:
 
     def load_state_dict(self, state):
         pass
+
+
+class CheckpointPerBatchSampler:
+    """batch_rl's sampling: each batch comes whole from one loaded checkpoint, picked
+    uniformly (not weighted by size, so a small final file is over-sampled), with
+    Dopamine's uniform rule inside it (batch_rl_dopamine.md §1.6)."""
+
+    def __init__(self, storage, rng):
+        self.storage, self._rng = storage, rng
+
+    def added(self, t):
+        """A dataset is never added to."""
+
+    def sample(self, batch_size):
+        storage = self.storage
+        b = int(self._rng.integers(storage.num_envs))
+        t = np.empty(batch_size, np.int64)
+        todo = np.arange(batch_size)
+        for _ in range(1000):
+            t[todo] = self._rng.integers(storage.num_rows, size=todo.size)
+            todo = todo[~storage.valid(t[todo], np.full(todo.size, b))]
+            if todo.size == 0:
+                return t, np.full(batch_size, b), None
+        raise RuntimeError(f"checkpoint column {b} gave no valid transition in 1000 draws")
+
+    def update(self, indices, priorities):
+        """Uniform sampling ignores priorities."""
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
