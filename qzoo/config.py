@@ -121,6 +121,10 @@ class Config:
     offline_reload: int = option(0, "replay", "with --offline: 0 trains on all checkpoints at "
                                  "once; N loads N random ones every iteration and draws each "
                                  "batch from one of them (batch_rl: 5)", Int(0, 10_000))
+    offline_transitions: int = option(0, "replay", "with --offline: 0 uses every row; N "
+                                      "only the first N of each checkpoint, as a buffer of "
+                                      "capacity N (batch_rl's smaller-dataset mode)",
+                                      Int(0, 10**9))
     log_replay: str = option("", "replay", "log the experience to DIR/replay_logs in the DQN "
                              "Replay Dataset's format; '' = off",
                              Text(empty_ok=True, describe="a folder"))

@@ -183,7 +183,7 @@ class Trainer:
             if config.offline_reload:  # iteration 0 only evaluates; see _offline_phase
                 suffixes = suffixes[: config.offline_reload]
         storage = open_dataset(config.offline, self.info, config.frame_stack, config.n_steps,
-                               config.discount, suffixes)  # fmt: skip
+                               config.discount, suffixes, config.offline_transitions)  # fmt: skip
         print(f"offline: {len(storage.suffixes)} checkpoints of {config.offline} (suffixes "
               f"{', '.join(map(str, storage.suffixes))}), {storage.valid_count():,} "
               "transitions", file=sys.stderr)  # fmt: skip

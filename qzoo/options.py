@@ -211,7 +211,7 @@ def _relations(config, domain):
 # options that can switch it off; whether it acts; what it needs to act).
 _ACTS_ONLY_WITH = {
     **{name: (None, (), lambda c, d: bool(c.offline), "--offline")
-       for name in ("offline_checkpoints", "offline_reload")},
+       for name in ("offline_checkpoints", "offline_reload", "offline_transitions")},
     "grad_error_bound": (0.0, ("distribution",), lambda c, d: c.distribution == "none",
                          ("--distribution none; distributional losses are clipped by "
                           "--max-global-grad-norm")),

@@ -81,6 +81,7 @@ TRAIN = [
     (["train", "dqn", "--offline-reload", "5"],
      "--offline-reload: bad value 5; expected no --offline-reload here"),
     (["train", "dqn", "--offline-checkpoints", "40:"], "--offline-checkpoints: bad value"),
+    (["train", "dqn", "--offline-transitions", "1000"], "--offline-transitions: bad value 1000"),
     (["train", "dqn", "--offline", "no-such-dataset"],
      "--offline no-such-dataset: no DQN Replay Dataset there"),
     (["train", "dqn", "--offline", "data", "--log-replay", "logs"],

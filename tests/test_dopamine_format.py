@@ -271,3 +271,22 @@ def test_can_sample_does_not_rescan_the_dataset(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(storage, "valid", lambda t, b: calls.append(len(t)))
     assert all(storage.can_sample() for _ in range(100)) and calls == []
+
+
+def test_first_rows_is_dopamines_buffer_of_that_capacity(tmp_path):
+    """batch_rl's smaller-dataset mode: a full file seen through a capacity-N buffer
+    (its cursor at add_count mod N) and the partial final file, against the reference."""
+    from qzoo.offline.cli import first_rows
+
+    writer = LoggedReplayWriter(tmp_path, 30, (2, 2))
+    episodes(writer, [7, 1, 9, 4, 12, 6, 8, 10])
+    writer.close()
+    files = [dopamine.read_checkpoint(tmp_path, s) for s in dopamine.suffixes(tmp_path)]
+    for rows in (20, 12):
+        small = [first_rows(f, rows) for f in files]
+        assert all(len(f["observation"]) == rows for f in small)
+        storage = DatasetStorage(small)
+        for b, data in enumerate(small):
+            valid = storage.valid(np.arange(rows), np.full(rows, b))
+            assert valid.tolist() == [reference_valid(data, i) for i in range(rows)]
+        assert storage.full.tolist() == [True, True, int(files[2]["add_count"]) >= rows]

@@ -91,6 +91,10 @@ def test_checkpoint_subsets_and_batch_rl_reloading(tmp_path, capsys):
     # The last two of the five checkpoints (batch_rl's replay_file_start_index 3).
     last = Trainer(build_config("dqn", {**offline, "offline_checkpoints": "3:"}))
     assert last.replay.storage.suffixes == [3, 4]
+    # The first 300 rows of each checkpoint, as a buffer of capacity 300.
+    small = Trainer(build_config("dqn", {**offline, "offline_transitions": "300"}))
+    assert small.replay.storage.num_rows == 300
+    assert small.run_iteration() and small.run_iteration()["train_num_updates"] == 10
     # Two random checkpoints per iteration, each batch from one of them.
     config = build_config("dqn", {**offline, "offline_reload": "2"})
     trainer = Trainer(config)

@@ -231,7 +231,17 @@ def dataset_suffixes(folder, checkpoints="", reload=0):
     return chosen
 
 
-def open_dataset(folder, info, stack, n_steps, discount, suffixes=None):
+def first_rows(checkpoint, rows):
+    """batch_rl's smaller-dataset mode: the checkpoint as Dopamine's buffer of capacity
+    `rows` sees it after slicing its arrays (rows past `rows` are never indexed, since
+    every index is taken mod the capacity); add_count and invalid_range stay the file's,
+    so a file written full is still full, with its cursor at add_count mod `rows`."""
+    if not rows or rows >= len(checkpoint["action"]):
+        return checkpoint
+    return {k: v[:rows] if k in dopamine.STORE else v for k, v in checkpoint.items()}
+
+
+def open_dataset(folder, info, stack, n_steps, discount, suffixes=None, rows=0):
     """A DatasetStorage over the checkpoints `suffixes` (default all) of `folder`:
     memory-mapped when it is in qzoo's layout, read into memory from Dopamine's gzip
     files otherwise (convert a large dataset once with `qzoo dataset convert`). Checks
@@ -246,6 +256,7 @@ def open_dataset(folder, info, stack, n_steps, discount, suffixes=None):
         if not found:
             raise UserError(f"--offline {folder}: no DQN Replay Dataset checkpoint there")
         checkpoints = {s: dopamine.read_checkpoint(logs, s) for s in found}
+    checkpoints = {s: first_rows(c, rows) for s, c in checkpoints.items()}
     first = next(iter(checkpoints.values()))
     if tuple(first["observation"].shape[1:]) != tuple(info.frame_shape):
         raise UserError(
@@ -260,4 +271,6 @@ def open_dataset(folder, info, stack, n_steps, discount, suffixes=None):
         )
     storage = DatasetStorage(list(checkpoints.values()), stack, n_steps, discount)
     storage.suffixes = sorted(checkpoints)
+    if not storage.can_sample():
+        raise UserError(f"--offline {folder}: no valid transition in the chosen rows")
     return storage
