@@ -117,3 +117,18 @@ def test_checkpoint_subsets_and_batch_rl_reloading(tmp_path, capsys):
     resumed.load_state_dict(state)
     resumed.run_iteration()
     assert resumed.replay.storage.suffixes == chosen[2]
+
+
+def test_dopamine_files_are_converted_once_on_first_use(tmp_path):
+    logged = tmp_path / "logged"
+    list(run(Trainer(build_config("dqn", {**OPTIONS, "log_replay": str(logged)}))))
+    options = {**OPTIONS, "offline": str(logged)}
+    first = Trainer(build_config("dqn", options))
+    assert isinstance(first.replay.storage.columns[0]["observation"], np.memmap)
+    manifest = logged / "qzoo" / "dataset.json"
+    made = manifest.stat().st_mtime_ns
+    Trainer(build_config("dqn", options))  # the copy is reused, not made again
+    assert manifest.stat().st_mtime_ns == made
+    original = dopamine.read_checkpoint(logged / "replay_logs", 4)
+    np.testing.assert_array_equal(first.replay.storage.columns[4]["observation"],
+                                  original["observation"])  # fmt: skip

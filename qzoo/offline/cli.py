@@ -90,12 +90,17 @@ def info(folder, stack=4):
             "transitions": total_valid, "bytes": total_bytes}  # fmt: skip
 
 
-def to_qzoo(src, dst):
-    """Converts every checkpoint of `src` into the memory-mappable layout in `dst`."""
+def to_qzoo(src, dst, quiet=False):
+    """Converts every checkpoint of `src` into the memory-mappable layout in `dst`,
+    one array at a time (the frames streamed into their map: bounded memory). The
+    manifest is written last, so an interrupted conversion is redone whole."""
+    from qzoo.logs import progress_bar
+
     src = replay_logs(src)
     found = dopamine.suffixes(src)
     if not found:
         raise UserError(f"{src} holds no DQN Replay Dataset checkpoint")
+    bar = progress_bar(len(found), "converting", "checkpoint")
     for suffix in found:
         out = os.path.join(dst, f"ckpt.{suffix}")
         os.makedirs(out, exist_ok=True)
@@ -112,7 +117,12 @@ def to_qzoo(src, dst):
             array = small[attribute]
             atomic_write(os.path.join(out, f"{attribute}.npy"),
                          lambda f, a=array: np.lib.format.write_array(f, a, allow_pickle=False))  # fmt: skip
-        print(f"checkpoint {suffix} -> {out}", file=sys.stderr)
+        if bar is not None:
+            bar.update(1)
+        elif not quiet:
+            print(f"checkpoint {suffix} -> {out}", file=sys.stderr)
+    if bar is not None:
+        bar.close()
     manifest = {"format": QZOO_FORMAT, "checkpoints": found}
     atomic_write(
         os.path.join(dst, "dataset.json"), lambda f: f.write(json.dumps(manifest).encode())
@@ -241,21 +251,35 @@ def first_rows(checkpoint, rows):
     return {k: v[:rows] if k in dopamine.STORE else v for k, v in checkpoint.items()}
 
 
-def open_dataset(folder, info, stack, n_steps, discount, suffixes=None, rows=0):
-    """A DatasetStorage over the checkpoints `suffixes` (default all) of `folder`:
-    memory-mapped when it is in qzoo's layout, read into memory from Dopamine's gzip
-    files otherwise (convert a large dataset once with `qzoo dataset convert`). Checks
-    that its frames and actions fit the environment `info` describes."""
+def qzoo_layout(folder):
+    """`folder` if it is in qzoo's layout; else its conversion in `folder/qzoo/`, made
+    on first use (Dopamine's gzip files cannot be memory-mapped) and reused after."""
     if os.path.exists(os.path.join(folder, "dataset.json")):
-        checkpoints = load_qzoo(folder)
-        if suffixes is not None:
-            checkpoints = {s: checkpoints[s] for s in suffixes}
-    else:
-        logs = replay_logs(folder)
-        found = dopamine.suffixes(logs) if suffixes is None else suffixes
-        if not found:
-            raise UserError(f"--offline {folder}: no DQN Replay Dataset checkpoint there")
-        checkpoints = {s: dopamine.read_checkpoint(logs, s) for s in found}
+        return folder
+    cache = os.path.join(folder, "qzoo")
+    found = dopamine.suffixes(replay_logs(folder))
+    if os.path.exists(os.path.join(cache, "dataset.json")) and sorted(load_qzoo(cache)) == found:
+        return cache
+    print(f"offline: converting {folder} to a memory-mappable copy in {cache} (once; "
+          "`qzoo dataset convert` does the same)", file=sys.stderr)  # fmt: skip
+    try:
+        to_qzoo(folder, cache, quiet=True)
+    except OSError as e:  # e.g. a dataset on a read-only share
+        raise UserError(
+            f"--offline {folder}: cannot write its memory-mappable copy in {cache} "
+            f"({e.strerror}); make one elsewhere with `qzoo dataset convert {folder} DST "
+            "--to qzoo` and pass --offline DST"
+        ) from None
+    return cache
+
+
+def open_dataset(folder, info, stack, n_steps, discount, suffixes=None, rows=0):
+    """A DatasetStorage over the checkpoints `suffixes` (default all) of `folder`,
+    memory-mapped (Dopamine's gzip files are converted on first use, see qzoo_layout).
+    Checks that its frames and actions fit the environment `info` describes."""
+    checkpoints = load_qzoo(qzoo_layout(folder))
+    if suffixes is not None:
+        checkpoints = {s: checkpoints[s] for s in suffixes}
     checkpoints = {s: first_rows(c, rows) for s, c in checkpoints.items()}
     first = next(iter(checkpoints.values()))
     if tuple(first["observation"].shape[1:]) != tuple(info.frame_shape):
