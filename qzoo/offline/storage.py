@@ -25,6 +25,7 @@ import numpy as np
 
 from qzoo.replay.batch import Batch
 from qzoo.replay.frames import observation_shape
+from qzoo.replay.samplers import UniformSampler
 
 
 class DatasetStorage:
@@ -46,7 +47,11 @@ class DatasetStorage:
         self.add_counts = np.array([int(c["add_count"]) for c in self.columns], np.int64)
         self.cursors = self.add_counts % self.num_rows
         self.full = self.add_counts >= self.num_rows
-        self.invalid = [set(np.asarray(c["invalid_range"]).tolist()) for c in self.columns]
+        # invalid_range of every column, padded with -1 (no row) to one width.
+        width = max(len(c["invalid_range"]) for c in self.columns)
+        self._invalid = np.full((self.num_envs, width), -1, np.int64)
+        for b, c in enumerate(self.columns):
+            self._invalid[b, : len(c["invalid_range"])] = c["invalid_range"]
         self.num_adds = 0  # nothing is ever added
         self._valid_count = None
         # Per-column tables, small next to the frames: terminal flags and rewards.
@@ -84,7 +89,7 @@ class DatasetStorage:
         cursor = self.cursors[b]
         age = (t - cursor) % C
         ok = np.where(self.full[b], (age >= K - 1) & (age < C - n), (t >= K - 1) & (t < cursor - n))
-        ok &= np.array([int(i) not in self.invalid[j] for i, j in zip(t, b)], bool)
+        ok &= ~(t[:, None] == self._invalid[b]).any(axis=1)
         for k in range(1, K):  # no terminal among the first K - 1 frames of the stack
             ok &= ~self._terminal[(t - k) % C, b]
         return ok
@@ -142,34 +147,13 @@ class DatasetStorage:
         pass
 
 
-class CheckpointPerBatchSampler:
+class CheckpointPerBatchSampler(UniformSampler):
     """batch_rl's sampling: each batch comes whole from one loaded checkpoint, picked
     uniformly (not weighted by size, so a small final file is over-sampled), with
     Dopamine's uniform rule inside it (batch_rl_dopamine.md §1.6)."""
 
-    def __init__(self, storage, rng):
-        self.storage, self._rng = storage, rng
+    def _begin_batch(self):
+        self._column = int(self._rng.integers(self.storage.num_envs))
 
-    def added(self, t):
-        """A dataset is never added to."""
-
-    def sample(self, batch_size):
-        storage = self.storage
-        b = int(self._rng.integers(storage.num_envs))
-        t = np.empty(batch_size, np.int64)
-        todo = np.arange(batch_size)
-        for _ in range(1000):
-            t[todo] = self._rng.integers(storage.num_rows, size=todo.size)
-            todo = todo[~storage.valid(t[todo], np.full(todo.size, b))]
-            if todo.size == 0:
-                return t, np.full(batch_size, b), None
-        raise RuntimeError(f"checkpoint column {b} gave no valid transition in 1000 draws")
-
-    def update(self, indices, priorities):
-        """Uniform sampling ignores priorities."""
-
-    def state_dict(self):
-        return {}
-
-    def load_state_dict(self, state):
-        pass
+    def _columns(self, n):
+        return np.full(n, self._column)

@@ -43,14 +43,22 @@ class UniformSampler:
         t = np.empty(batch_size, np.int64)
         b = np.empty(batch_size, np.int64)
         todo = np.arange(batch_size)
+        self._begin_batch()
         for _ in range(MAX_DRAWS):
             age = self._rng.integers(low, high, size=todo.size)
             t[todo] = (storage.oldest() + age) % storage.num_rows
-            b[todo] = self._rng.integers(storage.num_envs, size=todo.size)
+            b[todo] = self._columns(todo.size)
             todo = todo[~storage.valid(t[todo], b[todo])]
             if todo.size == 0:
                 return t, b, None
         raise RuntimeError(f"replay found no valid transition in {MAX_DRAWS} draws")
+
+    def _begin_batch(self):
+        """Called once per batch, before its draws (see CheckpointPerBatchSampler)."""
+
+    def _columns(self, n):
+        """The columns of `n` draws: any, uniformly (so every valid slot is as likely)."""
+        return self._rng.integers(self.storage.num_envs, size=n)
 
     def update(self, indices, priorities):
         """Uniform sampling ignores priorities."""
