@@ -1,5 +1,7 @@
-"""Exploration: DQN Zoo's LinearSchedule and epsilon-greedy action selection."""
+"""Exploration: DQN Zoo's LinearSchedule, epsilon-greedy action selection, and the
+per-environment epsilons of rlpyt (log-spaced) and Ape-X."""
 
+import numpy as np
 import torch
 
 
@@ -33,3 +35,28 @@ def epsilon_greedy(q_values, epsilon, generator):
     explore = torch.rand(n, device=device, generator=generator) < epsilon
     uniform = torch.randint(num_actions, (n,), device=device, generator=generator)
     return torch.where(explore, uniform, greedy)
+
+
+def log_spaced_epsilons(eps_final_min, eps_final, num_envs):
+    """rlpyt's vector of final epsilons (`make_vec_eps`): environment i of G gets
+    eps_final_min * (eps_final / eps_final_min) ** (i / (G - 1)), log-spaced over every
+    environment of every actor (global ranks). As `torch.logspace` does, a single
+    environment (G = 1) gets `eps_final_min`, not `eps_final`. R2D1's example, min
+    0.0005 and final 0.1 over 4 environments: 0.0005, 0.0029, 0.0171, 0.1.
+    """
+    if num_envs == 1:
+        return np.array([eps_final_min], np.float64)
+    i = np.arange(num_envs, dtype=np.float64)
+    return eps_final_min * (eps_final / eps_final_min) ** (i / (num_envs - 1))
+
+
+def apex_epsilons(num_actors, epsilon=0.4, alpha=7.0):
+    """Ape-X's fixed per-actor epsilons (Horgan et al. 2018, "Distributed Prioritized
+    Experience Replay", sec. 4.1): eps_i = epsilon ** (1 + alpha * i / (N - 1)) for
+    i = 0..N-1, so actor 0 explores with 0.4 and actor N-1 with 0.4 ** 8 ~ 0.00066.
+    One actor (N = 1) gets `epsilon` (the paper's formula divides by N - 1 = 0).
+    """
+    if num_actors == 1:
+        return np.array([epsilon], np.float64)
+    i = np.arange(num_actors, dtype=np.float64)
+    return epsilon ** (1.0 + alpha * i / (num_actors - 1))
