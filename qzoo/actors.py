@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from qzoo import envs
+from qzoo.acting.epsilon import decorrelate
 from qzoo.explore import epsilon_greedy
 from qzoo.replay.batch import Row
 from qzoo.replay.frames import FrameStacker
@@ -94,26 +95,33 @@ class Actor:
     """Steps `num_envs` environments with a policy, one phase at a time.
 
     `epsilon(frame_t)` gives the exploration rate of each environment ([N] or a
-    scalar for all). A phase starts fresh environments seeded from the actor's
+    scalar for all; qzoo/acting/epsilon.py). A training phase may start with rlpyt's
+    decorrelating random actions (--max-decorrelation-steps). A phase starts fresh environments seeded from the actor's
     stream (`start`), emits one `Row` per `step`, and returns its statistics at
     `stop`. An episode still running when a phase stops is abandoned.
     """
 
-    def __init__(self, config, info, policy, stream, epsilon, eval_mode=False):
+    def __init__(self, config, info, policy, stream, epsilon, eval_mode=False, make_env=None):
+        """`make_env(config, num_envs, seed, eval_mode)`: the vector environment
+        (envs.make; qzoo/acting/workers.py steps it in processes)."""
         self.config, self.info, self.policy, self.stream = config, info, policy, stream
         self.epsilon, self.eval_mode = epsilon, eval_mode
         self.num_envs = config.num_envs
+        self.make_env = make_env or envs.make
         self._env = None
 
     def start(self):
         config, n = self.config, self.num_envs
-        self._env = envs.make(config, n, config.seed, eval_mode=self.eval_mode)
+        self._env = self.make_env(config, n, config.seed, eval_mode=self.eval_mode)
         self._stacker = FrameStacker(n, self.info.frame_shape, self.info.frame_dtype,
                                      config.frame_stack)  # fmt: skip
         self.episodes, self.state_value = EpisodeStats(n), UnbiasedEwma()
         self.frames = self.agent_steps = 0
         self._started = time.perf_counter()
         self._step = self._env.reset(seed=int(self.stream.numpy.integers(1, 2**31)))
+        if config.max_decorrelation_steps and not self.eval_mode:
+            self._step = decorrelate(self._env, self._step, self.info.num_actions,
+                                     config.max_decorrelation_steps, self.stream.numpy)  # fmt: skip
         self._obs = self._stacker.push(self._step.frame, self._step.first)
 
     def step(self, frame_t=0):

@@ -188,6 +188,39 @@ class Config:
     accept_changes: str = option("", "run", "on a resume, options that may differ from the "
                                  "saved run (comma-separated; only: iterations)",
                                  Text(empty_ok=True, describe="a comma-separated list"))
+    # Acting (rlpyt's samplers and agents, issue 11; qzoo/acting/, README "Acting").
+    replay_ratio: float = option(0.0, "schedule", "rlpyt's replay ratio: transitions sampled "
+                                 "per transition collected (0: from --learn-period; R gives "
+                                 "one update per batch-size x action-repeats / R frames)",
+                                 NON_NEGATIVE)
+    eps_final_min: float = option(0.0, "schedule", "rlpyt's vector epsilon: final epsilons "
+                                  "log-spaced from this to --exploration-epsilon-end-value "
+                                  "over all environments (0: off)", UNIT)
+    apex_epsilon: float = option(0.0, "schedule", "Ape-X's fixed epsilons eps^(1 + alpha i / "
+                                 "(N - 1)) per environment i (0: off)", UNIT)
+    apex_alpha: float = option(7.0, "schedule", "Ape-X's alpha (with --apex-epsilon)",
+                               NON_NEGATIVE)
+    max_decorrelation_steps: int = option(0, "schedule", "rlpyt's decorrelated start: each "
+                                          "environment first takes 1 + U x this random actions, "
+                                          "not stored (0: off)", Int(0, 100_000))
+    target_update_tau: float = option(1.0, "schedule", "target <- tau online + (1 - tau) "
+                                      "target at each update (1: DQN Zoo's hard copy)",
+                                      Real(0, 1, low_open=True))
+    acting: str = option("serial", "run", "how acting runs: serial (one thread), parallel "
+                         "(envs in --actor-workers processes), alternating (two halves "
+                         "overlapping env steps and inference), async (actor thread beside the "
+                         "learner, ratio held both ways)",
+                         Choice("serial", "parallel", "alternating", "async"))
+    actor_workers: int = option(1, "run", "environment worker processes (parallel, "
+                                "alternating, async; 1 steps environments in the actor)",
+                                Int(1, 256))
+    publish_period: int = option(1, "run", "async: updates between copies of the learner's "
+                                 "weights to the actor", Int(1, 10**6))
+    replay_ratio_tolerance: float = option(0.05, "run", "async: the realised ratio stays "
+                                           "within this relative distance of the target",
+                                           Real(0, 1, low_open=True))
+    deterministic: bool = option(False, "run", "async: actor and learner in lockstep in one "
+                                 "thread (reproducible, exact resume)")
     # fmt: on
 
     def to_json(self):

@@ -55,9 +55,20 @@ class Learner:
             return out.priorities.cpu().numpy()
         return None
 
-    def update_target(self):
-        """Hard copy online -> target (DQN Zoo's periodic target update)."""
-        self.target.load_state_dict(self.online.state_dict())
+    @torch.no_grad()
+    def update_target(self, tau=1.0):
+        """target <- tau online + (1 - tau) target, over the whole state dict (rlpyt's
+        `update_target(tau)`, Polyak averaging as in Lillicrap et al. 2016, "Continuous
+        control with deep RL"); tau = 1 is DQN Zoo's periodic hard copy, exactly."""
+        if tau == 1.0:
+            self.target.load_state_dict(self.online.state_dict())
+            return
+        online = self.online.state_dict()
+        for name, target in self.target.state_dict().items():
+            if target.is_floating_point():  # integer buffers (counts) are copied
+                target.lerp_(online[name], tau)
+            else:
+                target.copy_(online[name])
 
     def weights(self):
         """The online network's parameters as a CPU state dict, for actors that run

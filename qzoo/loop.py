@@ -14,10 +14,11 @@ parts do the work:
           ^                                                                            |
           +------------- Policy: the learner's online network (by reference) ----------+
 
-One training step, top to bottom (`Trainer.train_phase`):
+One training step, top to bottom (`Trainer.train_phase` with --acting serial; the
+other drivers in qzoo/acting/ interleave the same calls differently):
   row, frames = actor.step(frame_t)     # epsilon-greedy on the policy's device, env.step
   replay.add(row)                       # newest frame, action, clipped reward, flags
-  for each update due (one per learn_period frames):
+  for each update due (one per learn_period frames, or per --replay-ratio):
       learner.learn(replay.sample(32))  # objective -> loss -> backward -> optimizer step
   every target_network_update_period frames: learner.update_target()
 
@@ -25,6 +26,7 @@ Random streams (streams.py): the training actor, evaluation, replay sampling and
 learner each draw from their own, so evaluation never changes training.
 """
 
+import contextlib
 import math
 import os
 import sys
@@ -34,7 +36,10 @@ import numpy as np
 import torch
 
 from qzoo import envs
-from qzoo.actors import Actor, EpisodeStats, Policy
+from qzoo.acting.drivers import make_driver, run_phase
+from qzoo.acting.epsilon import training_epsilon
+from qzoo.acting.ratio import UpdateSchedule, updates_per_frame
+from qzoo.actors import EpisodeStats, Policy
 from qzoo.envs.scores import normalized_columns
 from qzoo.errors import Diverged, UserError
 from qzoo.explore import LinearSchedule
@@ -48,23 +53,6 @@ def resolve_device(name):
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return name
-
-
-class UpdateSchedule:
-    """When the learner updates and the target copies, counted in frames (DQN Zoo):
-    one SGD step every `learn_period` frames, one target copy every `target_period`.
-    With N environments several may fall due in one step; all of them happen, so the
-    replay ratio stays `batch_size * action_repeats / learn_period` (8 for DQN Zoo's
-    32 every 16 frames: rlpyt's definition, transitions consumed per one collected)."""
-
-    def __init__(self, learn_period, target_period):
-        self.learn_period, self.target_period = learn_period, target_period
-
-    def updates_due(self, old_frame, new_frame):
-        return new_frame // self.learn_period - old_frame // self.learn_period
-
-    def target_due(self, old_frame, new_frame):
-        return new_frame // self.target_period > old_frame // self.target_period
 
 
 def _available_memory():
@@ -149,7 +137,8 @@ class Trainer:
         else:
             self.replay = make_replay(config, self.info, self.streams.replay.numpy)
         self.replay_log = self._replay_log() if config.log_replay else None
-        self.updates = UpdateSchedule(config.learn_period, config.target_network_update_period)
+        self.updates = UpdateSchedule(updates_per_frame(config),
+                                      config.target_network_update_period)  # fmt: skip
         # Prioritized replay's beta, annealed over replay additions (DQN Zoo).
         self.importance_sampling_exponent = LinearSchedule(
             config.min_replay_size, config.importance_sampling_end_t - config.min_replay_size,
@@ -161,13 +150,15 @@ class Trainer:
             config.exploration_epsilon_begin_value, config.exploration_epsilon_end_value,
         )  # fmt: skip
         # In-process actors act with the learner's online network, by reference.
-        policy = Policy(self.learner.online, config.tau_samples_policy)
-        self.actor = Actor(config, self.info, policy, self.streams.actor, self.epsilon)
-        self.evaluator = Actor(config, self.info, policy, self.streams.evaluation,
-                               lambda _: config.eval_exploration_epsilon, eval_mode=True)  # fmt: skip
+        self.train_epsilon = training_epsilon(config, self.epsilon)  # [N] or a scalar
+        # The acting driver (qzoo/acting/) builds the actors and runs training phases.
+        self.driver = make_driver(self, Policy(self.learner.online, config.tau_samples_policy))
+        self.actor, self.evaluator = self.driver.actor, self.driver.evaluator
         self.iteration = 0
         self.frame_t = 0  # training frames so far (a persistent counter, as frame_t)
         self.wall_time = 0.0
+        # rlpyt's CumReplayRatio: transitions sampled / transitions collected.
+        self.transitions_sampled = self.transitions_collected = 0
 
     def _open_dataset(self, suffixes=None):
         """All the chosen checkpoints at once (default), or `suffixes`, sampled as
@@ -208,11 +199,12 @@ class Trainer:
 
     # ---- phases ---------------------------------------------------------------
     def train_phase(self, num_frames, progress=None):
-        """Acts for `num_frames` frames, storing every row and learning on schedule;
-        offline, learns for the frames the replayed transitions stand for."""
+        """Acts for `num_frames` frames, storing rows and learning as due (the acting
+        driver's way, qzoo/acting/); offline, learns for the frames the replayed
+        transitions stand for."""
         if self.config.offline:
             return self._offline_phase(num_frames, progress)
-        return self._phase(self.actor, num_frames, progress, self._train_step)
+        return self.driver.train_phase(num_frames, progress)
 
     def _offline_phase(self, num_frames, progress):
         """No acting: the SGD steps and target copies due over `num_frames` frames
@@ -240,45 +232,45 @@ class Trainer:
 
     def eval_phase(self, num_frames, progress=None):
         """Acts for `num_frames` frames with the evaluation epsilon; learns nothing."""
-        return self._phase(self.evaluator, num_frames, progress)
+        return run_phase(self.evaluator, num_frames, progress, lambda: self.frame_t)
 
-    def _phase(self, actor, num_frames, progress, on_step=None):
-        actor.start()
-        try:
-            while actor.frames < num_frames:
-                row, new_frames = actor.step(self.frame_t)
-                if on_step is not None:
-                    on_step(row, new_frames)
-                if progress is not None:
-                    progress(new_frames, actor.episodes)
-        finally:
-            stats = actor.stop()
-        return stats
-
-    def _train_step(self, row, new_frames):
+    def store(self, row, new_frames):
+        """Adds an actor's row to replay (and the replay log)."""
         self.replay.add(row)
         if self.replay_log is not None:
             self.replay_log.add(row)
-        self._learn(self.frame_t, self.frame_t + new_frames)
-        self.frame_t += new_frames
+        self.transitions_collected += new_frames // self.config.action_repeats
 
-    def _learn(self, old_frame, new_frame):
-        """SGD steps and target copies due between two frame counts."""
+    def can_learn(self):
         config, replay = self.config, self.replay
         if not config.offline and replay.size < config.min_replay_size:
-            return  # a dataset is complete from the start
-        if not replay.can_sample():
+            return False  # a dataset is complete from the start
+        return replay.can_sample()
+
+    def _learn(self, old_frame, new_frame):
+        """SGD steps and target updates due between two frame counts."""
+        if not self.can_learn():
             return
         for _ in range(self.updates.updates_due(old_frame, new_frame)):
+            self.learn_once()
+        if self.updates.target_due(old_frame, new_frame):
+            self.learner.update_target(self.config.target_update_tau)
+
+    def learn_once(self, lock=None):
+        """One SGD step on a batch from replay; `lock` guards the replay when an actor
+        writes to it concurrently (the SGD step itself runs outside it)."""
+        config, replay = self.config, self.replay
+        lock = lock or contextlib.nullcontext()
+        with lock:
             if config.prioritized:
                 beta = self.importance_sampling_exponent(replay.num_adds)
                 replay.sampler.importance_sampling_exponent = beta
             batch = replay.sample(config.batch_size)
-            priorities = self.learner.learn(batch)
-            if priorities is not None:
+        priorities = self.learner.learn(batch)
+        if priorities is not None:
+            with lock:
                 replay.update_priorities(batch.indices, priorities)
-        if self.updates.target_due(old_frame, new_frame):
-            self.learner.update_target()
+        self.transitions_sampled += config.batch_size
 
     def run_iteration(self, progress=None):
         """Train (not on iteration 0), then evaluate; returns the results row.
@@ -305,7 +297,7 @@ class Trainer:
         evaluation = self.eval_phase(config.eval_frames, progress and progress("eval"))
         self.wall_time += time.perf_counter() - started
         # An epsilon at frame -1 on iteration 0, as DQN Zoo reports it; none offline.
-        epsilon = self.epsilon(self.frame_t if self.iteration > 0 else -1)
+        epsilon = float(np.mean(self.train_epsilon(self.frame_t if self.iteration > 0 else -1)))
         if config.offline:
             epsilon = math.nan
         row = {
@@ -325,6 +317,7 @@ class Trainer:
             "train_mean_q": stats["mean_q"],
             "train_num_updates": stats["num_updates"],
             "train_steps_per_second": train["steps_per_second"],
+            **self.driver.columns(train, stats),
             "wall_time": self.wall_time,
         }
         if not uses_epsilon(config):
@@ -352,6 +345,7 @@ class Trainer:
             "replay": self.replay.state_dict() if self.config.checkpoint_replay else None,
             "streams": self.streams.state_dict(),
             "replay_log": self._replay_log_state(),
+            "transitions": np.array([self.transitions_sampled, self.transitions_collected]),
         }
 
     def _replay_log_state(self):
@@ -366,6 +360,8 @@ class Trainer:
         if state["replay"] is not None:
             self.replay.load_state_dict(state["replay"])
         self.streams.load_state_dict(state["streams"])
+        if state.get("transitions") is not None:  # runs saved before replay_ratio: 0, 0
+            self.transitions_sampled, self.transitions_collected = map(int, state["transitions"])
         if self.replay_log is not None and state.get("replay_log") is not None:
             self.replay_log.load_state_dict(state["replay_log"])
 
@@ -380,7 +376,8 @@ def uses_epsilon(config):
 
 
 # Wall-clock columns: they differ between two otherwise identical runs.
-WALL_CLOCK_COLUMNS = ("eval_frame_rate", "train_frame_rate", "train_steps_per_second", "wall_time")
+WALL_CLOCK_COLUMNS = ("eval_frame_rate", "train_frame_rate", "train_steps_per_second",
+                      "train_updates_per_second", "learner_wait_fraction", "wall_time")  # fmt: skip
 
 
 def run(trainer, progress=None):

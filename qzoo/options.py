@@ -285,3 +285,46 @@ def validate(config, domain, given=None):
             raise bad_value("device", "cuda", "auto or cpu: PyTorch finds no CUDA GPU here")
     if given:
         _check_acts(config, domain, given)
+    _check_acting(config, given)
+
+
+# Acting (qzoo/acting/, issue 11): how the environments and the learner run together.
+_ACTING_ONLY_WITH = {
+    "publish_period": ("async",), "replay_ratio_tolerance": ("async",),
+    "deterministic": ("async",), "actor_workers": ("parallel", "alternating", "async"),
+}  # fmt: skip
+
+
+def _check_acting(config, given):
+    """Refuses acting options that conflict or would have no effect."""
+    c = config
+    if "replay_ratio" in given and "learn_period" in given:
+        raise UserError(
+            f"--replay-ratio {shown(c.replay_ratio)} and --learn-period {c.learn_period} both "
+            "set how often the learner updates; give one (R = batch size x action repeats "
+            "/ learn period)"
+        )
+    for name, modes in _ACTING_ONLY_WITH.items():
+        if name in given and c.acting not in modes:
+            raise bad_value(name, getattr(c, name), f"no {flag(name)} here: it only acts "
+                            f"with --acting {' or '.join(modes)}")  # fmt: skip
+    if c.apex_epsilon > 0 and c.eps_final_min > 0:
+        raise bad_value(
+            "apex_epsilon",
+            c.apex_epsilon,
+            "no --apex-epsilon with --eps-final-min: they are two ways to set the final epsilons",
+        )
+    if c.acting != "serial" and c.offline:
+        raise bad_value("acting", c.acting, "serial with --offline: an offline run does not act")
+    if c.acting in ("parallel", "alternating", "async") and c.actor_workers > c.num_envs:
+        raise bad_value(
+            "actor_workers",
+            c.actor_workers,
+            f"at most --num-envs {c.num_envs}: each worker steps at least one environment",
+        )
+    if c.acting == "alternating" and (c.actor_workers < 2 or c.actor_workers % 2):
+        raise bad_value(
+            "actor_workers",
+            c.actor_workers,
+            "an even number >= 2 with --acting alternating: the workers form two halves (rlpyt)",
+        )

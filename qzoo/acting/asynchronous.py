@@ -1,0 +1,147 @@
+"""The asynchronous actor-learner (--acting async; rlpyt's AsyncRl, B8.3).
+
+The actor runs in its own thread with its own copy of the online network, stepping
+the environments (in --actor-workers processes when above 1) and writing rows into
+the shared replay under a lock (rlpyt's async buffers, B6.5: one writer, readers
+under the same lock). The learner, in the trainer's thread, samples, updates and
+writes priorities back under that lock (the SGD step itself runs outside it), and
+publishes its weights to the actor every --publish-period updates
+(`Policy.load_weights(learner.weights())`). A `RatioGate` (ratio.py) holds the
+replay ratio both ways: the learner waits when it is ahead, the actor when it is
+ahead (rlpyt's sampler never waits: issue #138). Target updates are counted in
+updates (rlpyt): every target-network-update-period x updates-per-frame of them.
+
+Guarantees. Every stored transition is valid (whole rows under the lock); the
+realised ratio stays within --replay-ratio-tolerance of the target up to one update
+and one actor step (RatioGate); at the end of a phase the learner catches up to the
+updates due, so each results row has the synchronous schedule's number of updates
+(counted from the phase's first learnable frame; a fraction of an update per phase
+is dropped). Not guaranteed: which weights acted on which step, hence the results
+of two runs with one seed, and what a resumed run does (a checkpoint is written
+between phases, when both sides are idle; resuming continues from it, but the run
+differs from an uninterrupted one as any two async runs do).
+
+--deterministic runs the same schedule in lockstep, in one thread: after each actor
+step the learner does every update the gate allows (floor of the target), and the
+actor's weights are refreshed every --publish-period updates and at each phase
+start. It is reproducible and resumes bit-identically (the actor's copy is the
+learner's at a phase start, where checkpoints are taken).
+"""
+
+import contextlib
+import copy
+import threading
+import time
+
+from qzoo.acting.drivers import SerialDriver, run_phase
+from qzoo.acting.ratio import RatioGate
+from qzoo.actors import Policy
+
+
+class _LockedPolicy(Policy):
+    """The actor's policy: a network copy, loaded and used under one lock."""
+
+    def __init__(self, network, tau_samples):
+        super().__init__(network, tau_samples)
+        self.lock = threading.Lock()
+
+    def load_weights(self, state_dict):
+        with self.lock:
+            super().load_weights(state_dict)
+
+    def __call__(self, observation, epsilon, generator):
+        with self.lock:
+            return super().__call__(observation, epsilon, generator)
+
+
+class AsyncDriver(SerialDriver):
+    def __init__(self, trainer, policy):
+        network = copy.deepcopy(trainer.learner.online).requires_grad_(False)
+        self.actor_policy = _LockedPolicy(network, trainer.config.tau_samples_policy)
+        super().__init__(trainer, policy, actor_policy=self.actor_policy)
+        self.gate = None
+
+    def publish(self):
+        self.actor_policy.load_weights(self.trainer.learner.weights())
+
+    def _update(self, lock):
+        """One learner update, the target update when due, and publishing."""
+        trainer, config = self.trainer, self.trainer.config
+        before = trainer.transitions_sampled // config.batch_size
+        trainer.learn_once(lock)
+        self.gate.add_consumed(1)
+        if trainer.updates.target_due_after(before, before + 1):
+            trainer.learner.update_target(config.target_update_tau)
+        if self.gate.consumed % config.publish_period == 0:
+            self.publish()
+
+    def train_phase(self, num_frames, progress):
+        trainer = self.trainer
+        self.publish()  # each phase starts from the learner's weights
+        self.gate = RatioGate(trainer.updates.updates_per_frame,
+                              trainer.config.replay_ratio_tolerance)  # fmt: skip
+        if trainer.config.deterministic:
+            return self._lockstep(num_frames, progress)
+        lock, errors, result = threading.Lock(), [], {}
+
+        def on_step(row, new_frames):
+            if errors:
+                raise _Stopped
+            with lock:
+                trainer.store(row, new_frames)
+                learning = trainer.can_learn()
+            trainer.frame_t += new_frames
+            if learning:
+                self.gate.add_collected(new_frames)
+                self.gate.wait_actor(stop=lambda: errors)  # the actor waits when ahead
+
+        def act():
+            try:
+                result["stats"] = run_phase(self.actor, num_frames, progress,
+                                            lambda: trainer.frame_t, on_step)  # fmt: skip
+            except _Stopped:
+                pass
+            except BaseException as error:  # noqa: BLE001 (raised again in the learner's thread)
+                errors.append(error)
+            finally:
+                self.gate.finish()
+
+        started, waited = time.perf_counter(), 0.0
+        thread = threading.Thread(target=act, name="qzoo-actor", daemon=True)
+        thread.start()
+        try:
+            while True:
+                go, seconds = self.gate.wait_learner(stop=lambda: errors)
+                waited += seconds
+                if not go:
+                    break
+                self._update(lock)
+        except BaseException:
+            errors.append(None)  # stops the actor at its next step
+            raise
+        finally:
+            thread.join()
+        if errors:
+            raise errors[0]
+        stats = result["stats"]
+        stats["learner_wait_fraction"] = waited / (time.perf_counter() - started)
+        return stats
+
+    def _lockstep(self, num_frames, progress):
+        trainer, gate = self.trainer, self.gate
+
+        def on_step(row, new_frames):
+            trainer.store(row, new_frames)
+            trainer.frame_t += new_frames
+            if trainer.can_learn():
+                gate.add_collected(new_frames)
+                while gate.consumed + 1 <= gate.target():
+                    self._update(contextlib.nullcontext())
+
+        stats = run_phase(self.actor, num_frames, progress, lambda: trainer.frame_t, on_step)
+        stats["learner_wait_fraction"] = 0.0
+        return stats
+
+
+class _Stopped(Exception):
+    """Raised in the actor's thread when the learner's has failed."""
