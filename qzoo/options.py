@@ -308,6 +308,10 @@ def _check_acting(config, given):
         if name in given and c.acting not in modes:
             raise bad_value(name, getattr(c, name), f"no {flag(name)} here: it only acts "
                             f"with --acting {' or '.join(modes)}")  # fmt: skip
+    if "apex_alpha" in given and c.apex_epsilon == 0:
+        raise bad_value(
+            "apex_alpha", c.apex_alpha, "no --apex-alpha here: it only acts with --apex-epsilon"
+        )
     if c.apex_epsilon > 0 and c.eps_final_min > 0:
         raise bad_value(
             "apex_epsilon",

@@ -168,10 +168,13 @@ def test_decorrelated_start_takes_one_plus_u_max_random_actions_per_environment(
     assert step.first.all() and step.real_steps == 0 and (step.frame == counts.max()).all()
 
 
-def test_decorrelated_training_stores_valid_transitions_and_logs_per_env_epsilons():
+def test_decorrelated_training_stores_valid_transitions_and_logs_per_env_epsilons(capsys):
     config = cartpole(max_decorrelation_steps=30, eps_final_min=0.01,
                       exploration_epsilon_end_value=0.2)  # fmt: skip
     trainer, rows = run(config, 2)
+    assert "final epsilons of the 4 environments: 0.01, 0.02714, 0.07368, 0.2" in (
+        capsys.readouterr().err
+    )
     assert_cartpole_transitions(trainer.replay)
     # The row shows the mean of the per-environment epsilons.
     expected = np.mean(trainer.train_epsilon(trainer.frame_t))
@@ -268,6 +271,7 @@ BAD = [
     (["--target-update-tau", "0"], "--target-update-tau: bad value 0; expected"),
     (["--acting", "thread"], "--acting: bad value thread; expected one of serial, parallel"),
     (["--eps-final-min", "0.01", "--apex-epsilon", "0.4"], "--apex-epsilon: bad value 0.4"),
+    (["--apex-alpha", "3"], "--apex-alpha: bad value 3; expected no --apex-alpha here"),
 ]  # fmt: skip
 
 

@@ -18,6 +18,8 @@ epsilons do not depend on --acting or --actor-workers. (rlpyt's alternating samp
 gives pairs of environments one value; qzoo does not: every environment has its own.)
 """
 
+import sys
+
 import numpy as np
 
 from qzoo.explore import LinearSchedule, apex_epsilons, log_spaced_epsilons
@@ -40,6 +42,9 @@ def training_epsilon(config, schedule):
     finals = final_epsilons(config)
     if finals is None:
         return schedule
+    shown = ", ".join(f"{e:.4g}" for e in finals)
+    print(f"qzoo: note: final epsilons of the {len(finals)} environments: {shown}",
+          file=sys.stderr)  # fmt: skip
     return LinearSchedule(schedule.begin_t, schedule.decay_steps, schedule.begin_value, finals)
 
 
