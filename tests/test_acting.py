@@ -245,8 +245,12 @@ def test_ratio_gate_lets_exactly_one_side_go_when_the_other_is_ahead():
     assert not gate.learner_may_go()
 
 
-def test_deterministic_async_is_reproducible_and_resumes_bit_identically(tmp_path):
-    config = cartpole(acting="async", deterministic=True, publish_period=5)
+@pytest.mark.parametrize("options", [
+    {"acting": "async", "deterministic": True, "publish_period": 5},
+    {"acting": "alternating", "actor_workers": 2},
+])  # fmt: skip
+def test_synchronous_modes_resume_bit_identically(options, tmp_path):
+    config = cartpole(**options)
     whole, whole_rows = run(config, 3)
     first, _ = run(config, 2)
     checkpoint.save(tmp_path / "ckpt", {"trainer": first.state_dict()})
@@ -255,7 +259,7 @@ def test_deterministic_async_is_reproducible_and_resumes_bit_identically(tmp_pat
     assert comparable(resumed.run_iteration()) == whole_rows[2]
     a, b = whole.learner.weights(), resumed.learner.weights()
     assert all(torch.equal(a[k], b[k]) for k in a)
-    # Stale weights change what the actor does: not the serial run.
+    # Not the serial run: stale weights (async) or per-half draws (alternating).
     _, serial_rows = run(cartpole(), 3)
     assert serial_rows[2]["train_loss"] != whole_rows[2]["train_loss"]
 

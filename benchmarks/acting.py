@@ -1,0 +1,84 @@
+"""Agent steps per second of DQN under each --acting mode and number of environments,
+with the realised replay ratio (issue 11; rlpyt's samplers).
+
+python benchmarks/acting.py [--env pong] [--modes serial,parallel,alternating,async]
+    [--envs 1,8,16,32] [--steps 400] [--workers 2] [--replay-ratio 8] [--device auto]
+    [--threads 0]
+
+For each (mode, N): fills the replay to its minimum (--min-replay 1000 transitions),
+then times one training phase of about --steps agent steps (all environments together,
+each stepping steps / N times) with learning on.
+Prints one JSON line per pair: agent steps/s (all environments together), updates/s,
+and the replay ratio realised in the timed phase (transitions sampled / transitions
+collected; the target is --replay-ratio). Modes that cannot run a size (alternating
+needs an even number of workers, each with an environment) are skipped. Timings on a
+shared machine are noisy: compare modes within one run.
+"""
+
+import argparse
+import json
+import time
+
+import torch
+
+from qzoo import threads as qzoo_threads
+from qzoo.config import build_config
+from qzoo.loop import Trainer
+
+
+def measure(env, mode, num_envs, steps, workers, ratio, device, min_replay, threads):
+    options = {"env": env, "num_envs": str(num_envs), "acting": mode, "device": device,
+               "replay_ratio": str(ratio), "replay_capacity": str(max(20_000, 4 * min_replay)),
+               "min_replay_capacity_fraction": str(min_replay / max(20_000, 4 * min_replay)),
+               "progress": "false", "tensorboard": "false", "threads": str(threads)}  # fmt: skip
+    if mode != "serial":
+        options["actor_workers"] = str(min(workers, num_envs))
+    config = build_config("dqn", options)
+    qzoo_threads.apply(config)  # as `qzoo train` does (0: auto)
+    trainer = Trainer(config)
+    frames_per_step = config.action_repeats * num_envs
+    warm = (min_replay // num_envs + 2) * frames_per_step
+    trainer.train_phase(warm)
+    trainer.learner.pop_statistics()
+    sampled, collected = trainer.transitions_sampled, trainer.transitions_collected
+    started = time.perf_counter()
+    stats = trainer.train_phase(steps * frames_per_step)
+    seconds = time.perf_counter() - started
+    updates = trainer.learner.pop_statistics()["num_updates"]
+    new_sampled = trainer.transitions_sampled - sampled
+    new_collected = trainer.transitions_collected - collected
+    return {"name": "acting_steps_per_second", "env": env, "acting": mode, "num_envs": num_envs,
+            "actor_workers": int(options.get("actor_workers", 1)), "device": str(trainer.learner.device),
+            "value": new_collected / seconds, "unit": "agent steps/s",
+            "updates_per_second": updates / seconds, "target_replay_ratio": ratio,
+            "replay_ratio": new_sampled / new_collected,
+            "learner_wait_fraction": stats.get("learner_wait_fraction"),
+            "threads": torch.get_num_threads(), "seconds": seconds}  # fmt: skip
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--env", default="pong")
+    parser.add_argument("--modes", default="serial,parallel,alternating,async")
+    parser.add_argument("--envs", default="1,8,16,32")
+    parser.add_argument(
+        "--steps", type=int, default=400, help="timed agent steps, all environments together"
+    )
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--replay-ratio", type=float, default=8.0)
+    parser.add_argument("--min-replay", type=int, default=1000)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=0, help="PyTorch threads (0: auto)")
+    args = parser.parse_args()
+    for num_envs in map(int, args.envs.split(",")):
+        for mode in args.modes.split(","):
+            workers = min(args.workers, num_envs)
+            if mode == "alternating" and (workers < 2 or workers % 2):
+                continue
+            steps = max(1, args.steps // num_envs)
+            print(json.dumps(measure(args.env, mode, num_envs, steps, workers, args.replay_ratio,
+                                     args.device, args.min_replay, args.threads)), flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
