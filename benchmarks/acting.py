@@ -53,6 +53,8 @@ def measure(env, mode, num_envs, steps, workers, ratio, device, min_replay, thre
             "updates_per_second": updates / seconds, "target_replay_ratio": ratio,
             "replay_ratio": new_sampled / new_collected,
             "learner_wait_fraction": stats.get("learner_wait_fraction"),
+            # async: the largest relative distance from the target ratio during the phase
+            "ratio_max_deviation": getattr(getattr(trainer.driver, "gate", None), "deviation", None),
             "threads": torch.get_num_threads(), "seconds": seconds}  # fmt: skip
 
 
