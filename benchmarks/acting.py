@@ -4,6 +4,7 @@ with the realised replay ratio (issue 11; rlpyt's samplers).
 python benchmarks/acting.py [--env pong] [--modes serial,parallel,alternating,async]
     [--envs 1,8,16,32] [--steps 400] [--workers 2] [--replay-ratio 8] [--device auto]
     [--threads 0]
+python benchmarks/acting.py --env-only [--envs 1,8,16,32] [--steps 400] [--workers 2]
 
 For each (mode, N): fills the replay to its minimum (--min-replay 1000 transitions),
 then times one training phase of about --steps agent steps (all environments together,
@@ -19,6 +20,7 @@ import argparse
 import json
 import time
 
+import numpy as np
 import torch
 
 from qzoo import threads as qzoo_threads
@@ -58,6 +60,38 @@ def measure(env, mode, num_envs, steps, workers, ratio, device, min_replay, thre
             "threads": torch.get_num_threads(), "seconds": seconds}  # fmt: skip
 
 
+def measure_envs(env, num_envs, workers, steps):
+    """Environment steps/s alone (random actions, no network): ale-py's threaded vector
+    environment in this process (what --acting serial steps) against `workers`
+    processes (parallel, alternating), interleaved: A, B, A, B."""
+    from qzoo import envs
+    from qzoo.acting.workers import ProcessVectorEnv
+
+    config = build_config("dqn", {"env": env, "num_envs": str(num_envs), "progress": "false"})
+    info = envs.describe(config)
+    makers = {"threads": lambda: envs.make(config, num_envs, 1),
+              "processes": lambda: ProcessVectorEnv(config, num_envs, 1, info=info,
+                                                    workers=min(workers, num_envs))}  # fmt: skip
+    rates = {name: [] for name in makers}
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        for name, make in makers.items():
+            vector = make()
+            vector.reset(seed=1)
+            started = time.perf_counter()
+            for _ in range(max(1, steps // num_envs)):
+                vector.step(rng.integers(info.num_actions, size=num_envs))
+            rates[name].append(
+                max(1, steps // num_envs) * num_envs / (time.perf_counter() - started)
+            )
+            vector.close()
+    for name, values in rates.items():
+        print(json.dumps({"name": "env_steps_per_second", "env": env, "vector": name,
+                          "num_envs": num_envs, "workers": min(workers, num_envs),
+                          "value": float(np.mean(values)), "runs": values,
+                          "unit": "agent steps/s"}), flush=True)  # fmt: skip
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--env", default="pong")
@@ -71,7 +105,13 @@ def main():
     parser.add_argument("--min-replay", type=int, default=1000)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=0, help="PyTorch threads (0: auto)")
+    parser.add_argument("--env-only", action="store_true", help="time the vector "
+                        "environments alone: threads against processes")  # fmt: skip
     args = parser.parse_args()
+    if args.env_only:
+        for num_envs in map(int, args.envs.split(",")):
+            measure_envs(args.env, num_envs, args.workers, args.steps)
+        return
     for num_envs in map(int, args.envs.split(",")):
         for mode in args.modes.split(","):
             workers = min(args.workers, num_envs)

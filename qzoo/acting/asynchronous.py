@@ -16,7 +16,10 @@ realised ratio stays within --replay-ratio-tolerance of the target up to one upd
 and one actor step (RatioGate); at the end of a phase the learner catches up to the
 updates due, so each results row has the synchronous schedule's number of updates
 (counted from the phase's first learnable frame; a fraction of an update per phase
-is dropped). Not guaranteed: which weights acted on which step, hence the results
+is dropped). As in rlpyt, a prioritized batch's new priorities are written after its
+SGD step: a slot the actor overwrote meanwhile gets its predecessor's priority
+(a slot's priority, not a transition, is wrong; rare at replay sizes far above
+the rows written during one update). Not guaranteed: which weights acted on which step, hence the results
 of two runs with one seed, and what a resumed run does (a checkpoint is written
 between phases, when both sides are idle; resuming continues from it, but the run
 differs from an uninterrupted one as any two async runs do).
