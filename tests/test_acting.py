@@ -227,8 +227,9 @@ def test_async_holds_the_replay_ratio_both_ways_and_stores_valid_transitions():
     gate = trainer.driver.gate
     # One update of slack and one actor step (4 frames x 1/4 update) on top of 10%.
     slack = (1 + 4 * gate.per_unit) / gate.settle
-    assert gate.deviation <= 0.1 + slack
-    assert gate.consumed == int(gate.target())  # caught up at the end of the phase
+    assert gate.deviation is not None and gate.deviation <= 0.1 + slack
+    # Caught up at the end of the phase, never more than 10% ahead.
+    assert int(gate.target()) <= gate.consumed <= gate.target() * 1.1
     assert_cartpole_transitions(trainer.replay)
 
 

@@ -14,9 +14,9 @@ updates (rlpyt): every target-network-update-period x updates-per-frame of them.
 Guarantees. Every stored transition is valid (whole rows under the lock); the
 realised ratio stays within --replay-ratio-tolerance of the target up to one update
 and one actor step (RatioGate); at the end of a phase the learner catches up to the
-updates due, so each results row has the synchronous schedule's number of updates
-(counted from the phase's first learnable frame; a fraction of an update per phase
-is dropped). As in rlpyt, a prioritized batch's new priorities are written after its
+updates due, so each results row has at least the synchronous schedule's number of
+updates and at most --replay-ratio-tolerance more (counted from the phase's first
+learnable frame; a fraction of an update per phase is dropped). As in rlpyt, a prioritized batch's new priorities are written after its
 SGD step: a slot the actor overwrote meanwhile gets its predecessor's priority
 (a slot's priority, not a transition, is wrong; rare at replay sizes far above
 the rows written during one update). Not guaranteed: which weights acted on which step, hence the results

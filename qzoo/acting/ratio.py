@@ -62,19 +62,21 @@ class RatioGate:
 
     The target is `units x per_unit` updates for `units` collected (frames here, with
     `per_unit` = updates per frame). With n updates done and target T:
-      - the learner may start update n + 1 while n < T (1 + tolerance);
+      - the learner may start update n + 1 while n + 1 <= T (1 + tolerance);
       - the actor may collect more while n >= T (1 - tolerance) - 1.
     One of the two may always go (so they never deadlock), and once the actor has
-    `finish()`ed the learner may catch up to floor(T) exactly. The realised ratio n / T
-    therefore stays within `tolerance`, up to one update and one actor step of slack
-    (the actor checks before a step that adds `step` units). Unlike rlpyt's throttle
+    `finish()`ed the learner may catch up to floor(T). The realised ratio n / T
+    therefore stays within `tolerance`: above, exactly (n <= T (1 + tolerance)); below,
+    up to one update and one actor step of slack (the actor checks before a step).
+    A finished phase holds between floor(T) and T (1 + tolerance) updates. Unlike rlpyt's throttle
     (issue #138: its learner waits, its sampler never does) the actor waits too.
 
     Counting starts when the replay can be sampled (rlpyt's throttle starts at
     min_steps_learn), so `collected` and `consumed` are counted from there by the
     caller. Thread-safe (one condition variable); `wait_*` return the seconds waited.
     `deviation` is the largest |n / T - 1| seen with T >= `settle` updates (a short
-    start, where one update is a large fraction, is not held against the gate).
+    start, where one update is a large fraction, is not held against the gate); None
+    while T has not reached `settle`.
     """
 
     def __init__(self, per_unit, tolerance, settle=20):
@@ -84,7 +86,7 @@ class RatioGate:
         self.settle = settle
         self.collected = self.consumed = 0
         self.finished = False
-        self.deviation = 0.0
+        self.deviation = None
         self._cv = threading.Condition()
 
     def target(self):
@@ -94,7 +96,7 @@ class RatioGate:
         target = self.target()
         if self.finished:
             return self.consumed + 1 <= target
-        return self.consumed < target * (1 + self.tolerance)
+        return self.consumed + 1 <= target * (1 + self.tolerance)
 
     def actor_may_go(self):
         return self.consumed >= self.target() * (1 - self.tolerance) - 1
@@ -138,4 +140,5 @@ class RatioGate:
     def _note(self):
         target = self.target()
         if target >= self.settle:
-            self.deviation = max(self.deviation, abs(float(self.consumed / target) - 1.0))
+            distance = abs(float(self.consumed / target) - 1.0)
+            self.deviation = max(self.deviation or 0.0, distance)
