@@ -7,7 +7,7 @@ python benchmarks/acting.py [--env pong] [--modes serial,parallel,alternating,as
 python benchmarks/acting.py --env-only [--envs 1,8,16,32] [--steps 400] [--workers 2]
 
 For each (mode, N): fills the replay to its minimum (--min-replay 1000 transitions),
-then times one training phase of about --steps agent steps (all environments together,
+then times, from when its environments are built and reset, one training phase of about --steps agent steps (all environments together,
 each stepping steps / N times) with learning on.
 Prints one JSON line per pair: agent steps/s (all environments together), updates/s,
 and the replay ratio realised in the timed phase (transitions sampled / transitions
@@ -43,9 +43,13 @@ def measure(env, mode, num_envs, steps, workers, ratio, device, min_replay, thre
     trainer.train_phase(warm)
     trainer.learner.pop_statistics()
     sampled, collected = trainer.transitions_sampled, trainer.transitions_collected
-    started = time.perf_counter()
+    # Steady state: the clock starts once the phase's environments are built and reset
+    # (ale-py builds and resets 32 games in seconds to tens of seconds on a loaded machine).
+    actor, started = trainer.driver.actor, []
+    start = actor.start
+    actor.start = lambda: (start(), started.append(time.perf_counter()))
     stats = trainer.train_phase(steps * frames_per_step)
-    seconds = time.perf_counter() - started
+    seconds = time.perf_counter() - started[0]
     updates = trainer.learner.pop_statistics()["num_updates"]
     new_sampled = trainer.transitions_sampled - sampled
     new_collected = trainer.transitions_collected - collected
