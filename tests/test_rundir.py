@@ -231,13 +231,19 @@ def test_a_deleted_config_json_is_rewritten_from_the_checkpoint(run_dir):
 # ---- results.csv is derived from the checkpoint's rows -----------------------------
 
 
+def _garble_rows(data):
+    """Garbage 50 bytes into the first row (not the header, which grows with columns)."""
+    h = data.index(b"\n") + 1
+    return data[: h + 50] + b"\xff\xfe garbage,,,\n" * 3 + data[h + 70 :]
+
+
 DAMAGE = {
     "deleted": lambda data: None,
     "empty": lambda data: b"",
     "cut in the header": lambda data: data[:20],
     "cut in a row": lambda data: data[:-30],
     "last row dropped": lambda data: data[: data.rindex(b"\n", 0, -1) + 1],
-    "garbled rows": lambda data: data[:300] + b"\xff\xfe garbage,,,\n" * 3 + data[320:],
+    "garbled rows": lambda data: _garble_rows(data),
     "NUL bytes appended": lambda data: data + b"\0" * 4096,
     "NUL bytes inside": lambda data: data[:400] + b"\0" * 100 + data[500:],
     "all NUL bytes": lambda data: b"\0" * len(data),
