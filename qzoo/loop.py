@@ -20,7 +20,7 @@ other drivers in qzoo/acting/ interleave the same calls differently):
   replay.add(row)                       # newest frame, action, clipped reward, flags
   for each update due (one per learn_period frames, or per --replay-ratio):
       learner.learn(replay.sample(32))  # objective -> loss -> backward -> optimizer step
-  every target_network_update_period frames: learner.update_target()
+  every target_network_update_period frames: learner.update_target(tau)  # 1: a copy
 
 Random streams (streams.py): the training actor, evaluation, replay sampling and the
 learner each draw from their own, so evaluation never changes training.
