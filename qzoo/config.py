@@ -139,6 +139,11 @@ class Config:
     uniform_sample_probability: float = option(1e-3, "replay", "mix of uniform sampling into "
                                                "the priorities", UNIT)
     normalize_weights: bool = option(True, "replay", "divide importance weights by their max")
+    # Compressed replay (replay/compressed.py): frames kept compressed, the same samples.
+    replay_compression: str = option("none", "replay", "keep replay frames compressed (lossless"
+                                     ", about 10x less memory on Atari, slower sampling): lz4 "
+                                     "or zstd; needs pip install 'qzoo[compression]'",
+                                     Choice("none", "lz4", "zstd"))
     # Optimizer.
     optimizer: str = option("rmsprop_centered", "optimizer", "rmsprop_centered (DQN Zoo's, "
                             "eps inside the root) or adam; *_tf1: Dopamine's TF1 semantics",

@@ -39,8 +39,8 @@ from qzoo.envs.scores import normalized_columns
 from qzoo.errors import Diverged, UserError
 from qzoo.explore import LinearSchedule
 from qzoo.learner import Learner
-from qzoo.replay import Replay, UniformSampler, make_replay
-from qzoo.replay.frames import FrameStorage, observation_shape
+from qzoo.replay import Replay, UniformSampler, make_replay, replay_bytes_needed
+from qzoo.replay.frames import observation_shape
 from qzoo.streams import Streams
 
 
@@ -113,10 +113,7 @@ def check_peak_memory(config, info):
     process itself (a generous 1 GiB)."""
     replay = 0
     if not config.offline:
-        replay = FrameStorage.bytes_needed(
-            config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
-            info.num_actions,
-        )  # fmt: skip
+        replay = replay_bytes_needed(config, info)
     saving = max(replay // 10, 256 * 2**20) if config.checkpoint_replay else 0
     peak = replay + saving + 2**30
     available = _available_memory()

@@ -241,6 +241,8 @@ _ACTS_ONLY_WITH = {
     "separate_networks": (False, ("num_heads",), lambda c, d: c.num_heads > 1,
                           "--num-heads above 1"),
     "mlp_hidden": (None, (), lambda c, d: resolved_torso(c, d) == "mlp", "the mlp torso"),
+    "replay_compression": ("none", (), lambda c, d: not c.offline,
+                           "online replay, not --offline's dataset"),
 }  # fmt: skip
 
 
@@ -283,5 +285,9 @@ def validate(config, domain, given=None):
 
         if not torch.cuda.is_available():
             raise bad_value("device", "cuda", "auto or cpu: PyTorch finds no CUDA GPU here")
+    if config.replay_compression != "none":
+        from qzoo.replay.compressed import require
+
+        require(config.replay_compression)  # the codec's package, before any work
     if given:
         _check_acts(config, domain, given)

@@ -61,9 +61,8 @@ class FrameStorage:
         self.discount = discount
         self.frame_shape = tuple(frame_shape)
         self.observation_shape = observation_shape(frame_shape, stack)
-        self.nbytes = self.bytes_needed(capacity, num_envs, frame_shape, frame_dtype, num_actions)
         shape = (self.num_rows, num_envs)
-        self.frames = np.zeros(shape + self.frame_shape, frame_dtype)
+        self.frames = self._make_frames(shape + self.frame_shape, frame_dtype)
         self.actions = np.zeros(shape, np.uint8 if num_actions <= 256 else np.int16)
         self.rewards = np.zeros(shape, np.float32)
         self.flags = np.zeros(shape, np.uint8)
@@ -76,6 +75,16 @@ class FrameStorage:
         """Bytes the arrays take, known before allocating them."""
         per = bytes_per_transition(frame_shape, frame_dtype, num_actions)
         return per * math.ceil(capacity / num_envs) * num_envs
+
+    def _make_frames(self, shape, dtype):
+        """The [T, B, *frame] frames: written `frames[t] = row.frame`, read
+        `frames[rows, columns]` (replay/compressed.py keeps them compressed)."""
+        return np.zeros(shape, dtype)
+
+    @property
+    def nbytes(self):
+        """Bytes the storage holds now."""
+        return sum(a.nbytes for a in (self.frames, self.actions, self.rewards, self.flags))
 
     @property
     def size(self):
