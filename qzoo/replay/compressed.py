@@ -244,21 +244,25 @@ class CompressedFrames:
 
     def _decode_into(self, out, keys):
         """Writes the bytes of the groups `keys` (group * B + column) into the rows of
-        `out` ([len(keys), G * frame bytes])."""
+        `out` ([len(keys), G * frame bytes]). The loop runs once per group of a batch:
+        everything it needs is looked up before it, as Python ints."""
         group, column = np.divmod(keys, self.num_envs)
         chunk, offset = self.chunk[group, column].tolist(), self.offset[group, column].tolist()
-        length = self.length[group, column].tolist()
-        view, decompress = self.arena.view, self.codec.decompress
-        for i, (g, c, k, o, n) in enumerate(zip(group.tolist(), column.tolist(), chunk, offset,
-                                                length)):  # fmt: skip
+        end = (self.offset[group, column] + self.length[group, column]).tolist()
+        rows = np.minimum(self.group_rows, self.num_rows - group * self.group_rows)
+        size = (rows * self.frame_bytes).tolist()
+        chunks, decompress, full = self.arena.chunks, self.codec.decompress, out.shape[1]
+        for i, (g, c, k, o, e, n) in enumerate(zip(group.tolist(), column.tolist(), chunk,
+                                                   offset, end, size)):  # fmt: skip
             if g == self.open_group:
                 out[i] = self.open[c].reshape(-1).view(np.uint8)
             elif k < 0:  # never written: zeros, as in FrameStorage
                 out[i] = 0
-            else:
-                size = self._rows_in(g) * self.frame_bytes
-                out[i, :size] = np.frombuffer(decompress(view(k, o, n), size), np.uint8)
-                out[i, size:] = 0  # the ring's last group may be short
+            elif n == full:
+                out[i] = np.frombuffer(decompress(chunks[k][o:e], n), np.uint8)
+            else:  # the ring's last group may be short
+                out[i, :n] = np.frombuffer(decompress(chunks[k][o:e], n), np.uint8)
+                out[i, n:] = 0
 
     def state_dict(self):
         return {"arena": self.arena.state_dict(), "chunk": self.chunk, "offset": self.offset,
