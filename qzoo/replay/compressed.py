@@ -302,28 +302,14 @@ class CompressedFrameStorage(FrameStorage):
     def _make_frames(self, shape, dtype):
         return CompressedFrames(shape, dtype, self.codec)
 
-    def state_dict(self):
-        n = self.rows
-        return {
-            "compression": self.codec,
-            "frames": self.frames.state_dict(),
-            "actions": self.actions[:n],
-            "rewards": self.rewards[:n],
-            "flags": self.flags[:n],
-            "cursor": self.cursor,
-            "rows": self.rows,
-            "num_adds": self.num_adds,
-        }
+    def _frames_state(self, n):
+        return {"compression": self.codec, **self.frames.state_dict()}
 
-    def load_state_dict(self, state):
-        n = state["rows"]
-        if state.get("compression") != self.codec or n > self.num_rows:
+    def _load_frames(self, frames, n):
+        codec = frames.get("compression") if isinstance(frames, dict) else "none"
+        if codec != self.codec or n > self.num_rows:
             raise ValueError(
-                f"replay of {n} rows compressed with {state.get('compression')} does not fit "
-                f"this run's {self.num_rows} rows compressed with {self.codec}"
+                f"replay of {n} rows compressed with {codec} does not fit this run's "
+                f"{self.num_rows} rows compressed with {self.codec}"
             )
-        self.frames.load_state_dict(state["frames"])
-        self.actions[:n] = state["actions"]
-        self.rewards[:n] = state["rewards"]
-        self.flags[:n] = state["flags"]
-        self.cursor, self.rows, self.num_adds = state["cursor"], n, state["num_adds"]
+        self.frames.load_state_dict(frames)
