@@ -2,7 +2,6 @@
 batches as the uncompressed storage for the same seed, its bytes, checkpoints, and the
 errors a user can meet."""
 
-import itertools
 import sys
 
 import numpy as np
@@ -207,14 +206,11 @@ def test_the_bench_fills_the_replay_with_frames_of_play(capsys):
 
     from qzoo.bench import bench_replay
 
-    bench_replay(env="breakout", replay_compression="lz4", capacity=200, seconds=0.05)
+    bench_replay(env="breakout", replay_compression="lz4", capacity=100, seconds=0.05)
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     by_name = {line["name"]: line for line in lines}
     assert by_name["replay_batches_per_second"]["value"] > 0
     assert by_name["replay_batches_per_second"]["env"] == "breakout"
-    # 200 transitions: the 1 MiB chunk and the index dominate, but not 7,062 per frame.
-    stored = by_name["replay_bytes_per_transition"]["value"] * 200
-    assert CHUNK_BYTES < stored < CHUNK_BYTES + 200 * 7062
-    rows = play_rows("breakout", 8, 1)
-    assert next(rows)[0] == (84, 84)
-    assert len(list(itertools.islice(rows, 100))) == 8
+    # 100 transitions: one 1 MiB chunk and the buffers, but not 7,062 bytes a frame.
+    stored = by_name["replay_bytes_per_transition"]["value"] * 100
+    assert CHUNK_BYTES < stored < CHUNK_BYTES + 100 * 7062

@@ -177,7 +177,7 @@ class CompressedFrames:
         # (-1: none), so that finding them costs one lookup.
         self._pool = np.empty((0, group_rows * self.frame_bytes), np.uint8)  # grows
         self._slot = np.full(num_groups * self.num_envs, -1, np.int32)
-        self._pool_used = 0
+        self._pool_keys = []  # the key of each pool row in use, to empty it cheaply
 
     @property
     def nbytes(self):
@@ -224,23 +224,23 @@ class CompressedFrames:
 
     def _forget(self):
         """Empties the pool of decoded groups."""
-        self._slot[:] = -1
-        self._pool_used = 0
+        self._slot[np.asarray(self._pool_keys, np.int64)] = -1
+        self._pool_keys = []
 
     def _decode_missing(self, keys, missing):
         """Decodes the groups `keys[missing]` into free rows of the pool (or all of
         `keys` into an emptied pool when it is full), so that a batch decodes each
         group it reads once: s_t's stack mostly reuses the groups s_tm1's decoded."""
         todo = np.unique(keys[missing])
-        if self._pool_used + len(todo) > len(self._pool):
+        if len(self._pool_keys) + len(todo) > len(self._pool):
             self._forget()
             todo = np.unique(keys)
             if len(todo) > len(self._pool):
                 self._pool = np.empty((2 * len(todo), self._pool.shape[1]), np.uint8)
-        keys, used = todo, self._pool_used
+        keys, used = todo, len(self._pool_keys)
         self._decode_into(self._pool[used : used + len(keys)], keys)
         self._slot[keys] = np.arange(used, used + len(keys), dtype=self._slot.dtype)
-        self._pool_used = used + len(keys)
+        self._pool_keys += keys.tolist()
 
     def _decode_into(self, out, keys):
         """Writes the bytes of the groups `keys` (group * B + column) into the rows of
