@@ -214,3 +214,14 @@ def test_the_bench_fills_the_replay_with_frames_of_play(capsys):
     # 100 transitions: one 1 MiB chunk and the buffers, but not 7,062 bytes a frame.
     stored = by_name["replay_bytes_per_transition"]["value"] * 100
     assert CHUNK_BYTES < stored < CHUNK_BYTES + 100 * 7062
+
+
+def test_the_memory_check_estimates_a_quarter_of_each_frame():
+    """By hand, 1,000 Atari transitions in 1 environment: frames at a quarter of 7,056
+    bytes (1,764) + action, reward, flags (6) + the group index (20 / 4 = 5) per
+    transition, plus a decode pool of 256 groups and the open group (257 x 4 x 7,056)
+    and two 1 MiB chunks."""
+    from qzoo.replay.compressed import bytes_estimate
+
+    expected = 1000 * (1764 + 6 + 5) + 257 * 4 * 7056 + 2 * 2**20
+    assert bytes_estimate(1000, 1, (84, 84), np.uint8, 18) == expected == 11_125_720
