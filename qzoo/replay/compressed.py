@@ -6,7 +6,8 @@ DQN Zoo compresses each transition's stacks s_tm1 and s_t with snappy (1.6-3.7 k
 Atari transition, dqn_zoo.md §5). qzoo already stores each frame once (frames.py);
 here the frames of `GROUP_ROWS` consecutive rows of one environment are compressed
 together, since consecutive Atari frames repeat most of their content and the codec's
-matches reach across them. Measured on frames of play (BENCHMARKS.md), per frame:
+matches reach across them. Bytes per frame measured while choosing, on 4,000 frames
+of random play per game (BENCHMARKS.md has the replay's own figures):
 
   game             per-frame zstd   group of 4, zstd   group of 4, lz4
   Pong                  170 B             76 B               132 B
@@ -16,10 +17,12 @@ matches reach across them. Measured on frames of play (BENCHMARKS.md), per frame
 
 XOR against the previous frame gained nothing over grouping (the codec's matches
 already find the repeats), and blosc2 decoded 2-4x slower per call than zstd or lz4.
+Per-frame lz4 would exceed 1,500 bytes on Space Invaders (1,569).
 
 A sample reads rows t-3..t and t+n-3..t+n of one column: with groups of 4 and n = 1,
 two groups decoded per transition, once per batch (a pool keeps the groups decoded by
-recent reads, so that s_t's stack reuses those of s_tm1's).
+recent reads, so that s_t's stack reuses those of s_tm1's). Decoding 8 frames costs
+more than copying them: sampling runs at 0.2-0.6x the uncompressed rate (BENCHMARKS.md).
 
 The group being written (and, after the ring wrapped, the rows of the previous lap
 still ahead of the cursor in it) stays decoded in `open`; it is compressed when its
@@ -73,7 +76,7 @@ def bytes_estimate(capacity, num_envs, frame_shape, frame_dtype, num_actions):
 
 class Codec:
     """compress(buffer) -> bytes and decompress(buffer, size) -> bytes for one codec.
-    zstd at level 1 (levels 3 and 9 saved under 5% more and encoded 1.5-4x slower);
+    zstd at level 1 (levels 3 and 9 saved 1-10% more and encoded 1.1-4x slower);
     lz4's block format, without the size header (the storage knows each size)."""
 
     def __init__(self, name):
