@@ -22,7 +22,7 @@ Per-frame lz4 would exceed 1,500 bytes on Space Invaders (1,569).
 A sample reads rows t-3..t and t+n-3..t+n of one column: with groups of 4 and n = 1,
 two groups decoded per transition, once per batch (a pool keeps the groups decoded by
 recent reads, so that s_t's stack reuses those of s_tm1's). Decoding 8 frames costs
-more than copying them: sampling runs at 0.2-0.6x the uncompressed rate (BENCHMARKS.md).
+more than copying them: sampling runs at 0.2-0.7x the uncompressed rate (BENCHMARKS.md).
 
 The group being written (and, after the ring wrapped, the rows of the previous lap
 still ahead of the cursor in it) stays decoded in `open`; it is compressed when its
