@@ -77,7 +77,9 @@ def bytes_estimate(capacity, num_envs, frame_shape, frame_dtype, num_actions):
 class Codec:
     """compress(buffer) -> bytes and decompress(buffer, size) -> bytes for one codec.
     zstd at level 1 (levels 3 and 9 saved 1-10% more and encoded 1.1-4x slower);
-    lz4's block format, without the size header (the storage knows each size)."""
+    lz4's block format, without the size header (the storage knows each size). Like
+    the storage, not for several threads at once: a zstandard decompressor shared by
+    two threads corrupts data."""
 
     def __init__(self, name):
         module = require(name)
