@@ -141,7 +141,7 @@ class Config:
     normalize_weights: bool = option(True, "replay", "divide importance weights by their max")
     # Compressed replay (replay/compressed.py): frames kept compressed, the same samples.
     replay_compression: str = option("none", "replay", "keep replay frames compressed (lossless"
-                                     ", about 10x less memory on Atari, slower sampling): lz4 "
+                                     ", 12-55x less memory on Atari, slower sampling): lz4 "
                                      "or zstd; needs pip install 'qzoo[compression]'",
                                      Choice("none", "lz4", "zstd"))
     # Optimizer.
