@@ -161,9 +161,11 @@ class Trainer:
             config.exploration_epsilon_begin_value, config.exploration_epsilon_end_value,
         )  # fmt: skip
         # In-process actors act with the learner's online network, by reference.
-        policy = Policy(self.learner.online, config.tau_samples_policy)
+        deep = config.head_mixing if config.deep_exploration else None
+        policy = Policy(self.learner.online, config.tau_samples_policy, deep)
         self.actor = Actor(config, self.info, policy, self.streams.actor, self.epsilon)
-        self.evaluator = Actor(config, self.info, policy, self.streams.evaluation,
+        evaluation = Policy(self.learner.online, config.tau_samples_policy)  # heads' mean
+        self.evaluator = Actor(config, self.info, evaluation, self.streams.evaluation,
                                lambda _: config.eval_exploration_epsilon, eval_mode=True)  # fmt: skip
         self.iteration = 0
         self.frame_t = 0  # training frames so far (a persistent counter, as frame_t)

@@ -240,6 +240,9 @@ _ACTS_ONLY_WITH = {
     "head_mixing": (None, (), lambda c, d: c.num_heads > 1, "--num-heads above 1"),
     "separate_networks": (False, ("num_heads",), lambda c, d: c.num_heads > 1,
                           "--num-heads above 1"),
+    "deep_exploration": (False, ("num_heads", "offline"),
+                         lambda c, d: c.num_heads > 1 and not c.offline,
+                         "--num-heads above 1, online"),
     "mlp_hidden": (None, (), lambda c, d: resolved_torso(c, d) == "mlp", "the mlp torso"),
 }  # fmt: skip
 
