@@ -333,3 +333,18 @@ def test_memory_mapped_frames_stay_under_the_resident_budget(tmp_path):
     # at most the budget (1 MiB) plus one batch's pages (256 x 3 pages) stay.
     assert kept_rss > 8 << 20, kept_rss
     assert released_rss <= (1 << 20) + 256 * 3 * 4096, released_rss
+
+
+def test_the_writers_staging_maps_leave_the_resident_set(tmp_path):
+    """--log-replay's staging buffer is memory-mapped: its written pages leave the
+    process every _release_rows rows (and after a snapshot) and nothing is lost."""
+    writer = LoggedReplayWriter(tmp_path / "logs", 3000, (84, 84), staging=tmp_path / "s")
+    writer._release_rows = 100  # 256 MiB of rows in a run; 100 rows (690 KiB) here
+    episodes(writer, [500] * 4)  # 2,012 rows
+    staged = tmp_path / "s" / "observation.npy"
+    assert _resident_bytes(staged) <= 101 * 7056 + 2 * 4096
+    assert [int(writer.observation[r, 0, 0]) for r in (3, 502, 2011)] == [1, 244, 208]
+    writer.close()  # the final snapshot reads every row back from the maps
+    again = dopamine.read_checkpoint(tmp_path / "logs", 0)
+    np.testing.assert_array_equal(again["observation"][:2012], writer.observation[:2012])
+    assert again["observation"][2011, 0, 0] == 2000 % 256

@@ -20,19 +20,18 @@ stack K, horizon n, cursor = add_count mod C:
 The state is [K, H, W] (qzoo's channel-first layout); Dopamine's is [H, W, K] with
 the same frames in the same order.
 
-Memory: frames are memory-mapped, and every page a batch reads stays in the process's
-resident set (clean file pages) until the kernel wants the memory back, so a long run
-over 50 checkpoints would show hundreds of GB "resident". The storage releases its
-maps (madvise DONTNEED: the pages leave the process and stay in the page cache, so the
-next read of them is a minor fault) whenever the frames read since the last release
-could fill `resident_frame_bytes` (2 GiB): the resident set stays bounded whatever the
-dataset's size, where batch_rl holds 5 checkpoints (~35 GB) in RAM.
+Memory: frames are memory-mapped, and a long run over 50 checkpoints would otherwise
+show hundreds of GB "resident" (maps.py). The storage releases its maps whenever the
+frames read since the last release could fill `resident_frame_bytes` (2 GiB): the
+resident set stays bounded whatever the dataset's size, where batch_rl holds 5
+checkpoints (~35 GB) in RAM.
 """
 
 import mmap
 
 import numpy as np
 
+from qzoo.offline.maps import mapping, release
 from qzoo.replay.batch import Batch
 from qzoo.replay.frames import observation_shape
 from qzoo.replay.samplers import UniformSampler
@@ -71,7 +70,7 @@ class DatasetStorage:
         self._action = np.stack([np.asarray(c["action"]) for c in self.columns], 1)
         # Frame maps to release (see the module docstring), and the budget in frames:
         # a frame read touches at most ceil(bytes / page) + 1 pages.
-        self._maps = [m for m in map(_mapping, (c["observation"] for c in self.columns)) if m]
+        self._maps = [m for m in (mapping(c["observation"]) for c in self.columns) if m]
         frame_bytes = int(np.prod(self.frame_shape))
         pages = -(-frame_bytes // mmap.PAGESIZE) + 1
         self._frames_per_release = max(1, resident_frame_bytes // (pages * mmap.PAGESIZE))
@@ -162,8 +161,7 @@ class DatasetStorage:
 
     def release(self):
         """Drops the frame pages read so far from the resident set (they stay cached)."""
-        for m in self._maps:
-            m.madvise(mmap.MADV_DONTNEED)
+        release(self._maps)
         self._frames_read = 0
 
     def state_dict(self):
@@ -172,14 +170,6 @@ class DatasetStorage:
 
     def load_state_dict(self, state):
         pass
-
-
-def _mapping(array):
-    """The read-only memory map under `array` (np.load's mmap_mode, or a view of it),
-    if any: arrays read into memory have none."""
-    while array is not None and not isinstance(array, mmap.mmap):
-        array = getattr(array, "base", None)
-    return array if isinstance(array, mmap.mmap) else None
 
 
 class CheckpointPerBatchSampler(UniformSampler):
