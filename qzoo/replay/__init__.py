@@ -52,6 +52,10 @@ class Replay:
 
 def make_replay(config, info, rng):
     """The replay `config` asks for, drawing samples from `rng` (numpy Generator)."""
+    if config.recurrent:  # R2D1's sequences (replay/sequences.py)
+        from qzoo.replay.sequences import make_sequence_replay
+
+        return make_sequence_replay(config, info, rng)
     storage = FrameStorage(
         config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
         info.num_actions, config.frame_stack, config.n_steps, config.discount,
