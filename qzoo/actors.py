@@ -128,9 +128,10 @@ class Actor:
             self.policy.observe(step.first, reward)
         actions, state_value = self.policy(self._obs, epsilon, self.stream.torch)
         self.state_value.step(state_value, config.action_repeats)
+        # R2D1 hook: a recurrent policy's agent_info (the state it acted from) rides along.
         row = Row(step.frame, actions, reward, step.first, step.last,
                   step.terminated | step.life_loss,
-                  getattr(self.policy, "agent_info", None))  # R2D1 hook: the state acted from
+                  getattr(self.policy, "agent_info", None))  # fmt: skip
         self._step = self._env.step(actions)
         self._obs = self._stacker.push(self._step.frame, self._step.first)
         self.episodes.step(self._step)

@@ -258,8 +258,8 @@ def _recurrent_relations(config, domain):
         ("noisy", not c.noisy, "false (R2D1's network has no noisy layers)"),
         ("shared_bias", not c.shared_bias, "false (R2D1's heads are rlpyt's)"),
         ("cql_alpha", c.cql_alpha == 0, "0 (R2D1's objective has no CQL term)"),
-        ("grad_error_bound", c.grad_error_bound == 0, "0 (R2D1's loss is 1/2 delta^2, rlpyt's "
-         "delta_clip None; --max-global-grad-norm clips it)"),
+        ("grad_error_bound", c.grad_error_bound == 0,
+         "0 (R2D1's loss is 1/2 delta^2: rlpyt's delta_clip None)"),
         ("offline", not c.offline, "'' (R2D1 needs the recurrent states its actor stores)"),
         ("log_replay", not c.log_replay, "'' (the DQN Replay Dataset has no recurrent states)"),
     )  # fmt: skip

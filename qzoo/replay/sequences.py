@@ -77,7 +77,9 @@ def stacked_observations(frames, frame_mask):
     shape = observation_shape(tuple(frames.shape[2:]), k)
     windows = frames.unfold(0, k, 1).movedim(-1, 2)  # [S, B, k, *frame]
     mask = frame_mask.reshape(frame_mask.shape + (1,) * (windows.dim() - 3))
-    windows = torch.where(mask, windows, torch.zeros((), dtype=windows.dtype, device=windows.device))
+    windows = torch.where(
+        mask, windows, torch.zeros((), dtype=windows.dtype, device=windows.device)
+    )
     return windows.reshape(windows.shape[:2] + shape)
 
 
@@ -129,7 +131,7 @@ class SequenceStorage(FrameStorage):
 
     def _trained(self, start, b):
         """Rows [T, B] of the trained steps, their columns, n-step returns and ends."""
-        rows = (start[None] + np.arange(self.burn_in, self.burn_in + self.trained)[:, None])
+        rows = start[None] + np.arange(self.burn_in, self.burn_in + self.trained)[:, None]
         rows %= self.num_rows
         cols = np.broadcast_to(b[None], rows.shape)
         r_t, discount_t, end = self.returns(rows.ravel(), cols.ravel())
@@ -140,7 +142,7 @@ class SequenceStorage(FrameStorage):
 
     def gather(self, start, b):
         """The `SequenceBatch` of sequences starting at rows `start` of columns `b`."""
-        k, steps, width = self.stack, self.length, len(start)
+        k, steps = self.stack, self.length
         rows = (start[None] + np.arange(-(k - 1), steps)[:, None]) % self.num_rows
         frames = self.frames[rows, b[None]]
         first = (self.flags[rows, b[None]] & FIRST) != 0  # [S + k - 1, B]
