@@ -71,15 +71,21 @@ def main():
          frame_storage=bytes_per_transition((84, 84), np.uint8, 6), **context)  # fmt: skip
     steps = config.burn_in_steps + config.sequence_steps + config.n_steps
     rebuilt = steps * int(np.prod(observation_shape((84, 84), 4)))
-    emit("rlpyt_batch_observation_bytes_per_sequence", rebuilt, "bytes",
-         qzoo=(steps + 3) * 84 * 84, **context)
+    emit(
+        "rlpyt_batch_observation_bytes_per_sequence",
+        rebuilt,
+        "bytes",
+        qzoo=(steps + 3) * 84 * 84,
+        **context,
+    )
     emit("r2d1_replay_adds_per_second", held / add_seconds, "transitions/s", **context)
     started, batches = time.perf_counter(), 0
     while time.perf_counter() - started < 3 or batches < 2:
         replay.sample(args.batch_size)
         batches += 1
-    emit("r2d1_sample_per_second", batches / (time.perf_counter() - started), "batches/s",
-         **context)
+    emit(
+        "r2d1_sample_per_second", batches / (time.perf_counter() - started), "batches/s", **context
+    )
     learner = Learner(config, info, observation_shape((84, 84), 4), args.device,
                       torch.Generator(args.device).manual_seed(0))  # fmt: skip
     learner.learn(replay.sample(args.batch_size))  # warm-up (allocations, cuDNN)
@@ -92,8 +98,13 @@ def main():
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     seconds = time.perf_counter() - started
-    emit("r2d1_updates_per_second", args.updates / seconds, "updates/s",
-         transitions_per_second=args.updates * args.batch_size * steps / seconds, **context)
+    emit(
+        "r2d1_updates_per_second",
+        args.updates / seconds,
+        "updates/s",
+        transitions_per_second=args.updates * args.batch_size * steps / seconds,
+        **context,
+    )
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ def options(iterations, train_frames, eval_frames, seed):
 
 
 def curve(agent, iterations, train_frames, eval_frames, seed, extra=None, on_row=None):
-    """The results rows of `agent` on the memory task (iteration 0 evaluates only)."""
+    """The config and results rows of `agent` on the memory task (iteration 0 evaluates
+    only)."""
     config = build_config(agent, {**options(iterations, train_frames, eval_frames, seed),
                                   **AGENTS[agent], **(extra or {})})  # fmt: skip
     trainer, rows = Trainer(config), []
@@ -40,7 +41,7 @@ def curve(agent, iterations, train_frames, eval_frames, seed, extra=None, on_row
         rows.append(row)
         if on_row is not None:
             on_row(row)
-    return rows
+    return config, rows
 
 
 def main():
@@ -67,16 +68,19 @@ def main():
                 print(json.dumps(line), flush=True)
                 lines.append(row)
 
-            curve(agent, args.iterations, args.train_frames, args.eval_frames, seed, on_row=emit)
+            config, _ = curve(agent, args.iterations, args.train_frames, args.eval_frames, seed,
+                              on_row=emit)  # fmt: skip
             if args.plot:
-                _write_results(os.path.join(args.plot, f"{agent}-{seed}"), lines)
+                _write_run(os.path.join(args.plot, f"{agent}-seed{seed}"), config, lines)
 
 
-def _write_results(folder, rows):
-    """A results.csv as `qzoo train` writes it, for `qzoo plot`."""
+def _write_run(folder, config, rows):
+    """config.json and results.csv as `qzoo train` writes them, for `qzoo plot`."""
     import csv
 
     os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        f.write(config.to_json())
     with open(os.path.join(folder, "results.csv"), "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()

@@ -60,11 +60,16 @@ def make_replay(config, info, rng):
         config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
         info.num_actions, config.frame_stack, config.n_steps, config.discount,
     )  # fmt: skip
+    return Replay(storage, make_sampler(config, storage, rng))
+
+
+def make_sampler(config, storage, rng, prioritized=PrioritizedSampler):
+    """The uniform sampler, or with --prioritized the `prioritized` class, over `storage`
+    (anything with the interface samplers.py names)."""
     if not config.prioritized:
-        return Replay(storage, UniformSampler(storage, rng))
-    sampler = PrioritizedSampler(
+        return UniformSampler(storage, rng)
+    return prioritized(
         storage, rng, priority_exponent=config.priority_exponent,
         uniform_sample_probability=config.uniform_sample_probability,
         normalize_weights=config.normalize_weights,
     )  # fmt: skip
-    return Replay(storage, sampler)

@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from qzoo import losses
-from qzoo.replay import Replay
+from qzoo.replay import Replay, make_sampler
 from qzoo.replay.frames import FIRST, FrameStorage, bytes_per_transition, observation_shape
-from qzoo.replay.samplers import PrioritizedSampler, UniformSampler
+from qzoo.replay.samplers import PrioritizedSampler
 
 
 class SequenceBatch(NamedTuple):
@@ -300,13 +300,6 @@ def make_sequence_replay(config, info, rng):
         config.burn_in_steps, config.sequence_steps, config.store_state_interval,
         config.lstm_size,
     )  # fmt: skip
-    slots = SequenceSlots(storage)
-    if not config.prioritized:
-        return SequenceReplay(storage, UniformSampler(slots, rng))
-    sampler = SequencePrioritizedSampler(
-        slots, rng, priority_exponent=config.priority_exponent,
-        uniform_sample_probability=config.uniform_sample_probability,
-        normalize_weights=config.normalize_weights,
-    )  # fmt: skip
+    sampler = make_sampler(config, SequenceSlots(storage), rng, SequencePrioritizedSampler)
     return SequenceReplay(storage, sampler, config.input_priorities, config.priority_eta,
                           config.value_rescale_eps)  # fmt: skip
