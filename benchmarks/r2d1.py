@@ -91,18 +91,19 @@ def main():
     learner.learn(replay.sample(args.batch_size))  # warm-up (allocations, cuDNN)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for _ in range(args.updates):
         batch = replay.sample(args.batch_size)
         replay.update_priorities(batch.indices, learner.learn(batch))
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     emit(
         "r2d1_updates_per_second",
         args.updates / seconds,
         "updates/s",
         transitions_per_second=args.updates * args.batch_size * steps / seconds,
+        updates_per_cpu_second=args.updates / cpu,
         **context,
     )
 

@@ -52,8 +52,16 @@ def main():
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--agents", nargs="+", default=list(AGENTS))
     parser.add_argument("--plot", default="", help="runs folder for `qzoo plot` (results.csv)")
+    parser.add_argument(
+        "--from-json",
+        nargs="*",
+        default=[],
+        help="no training: write the run folders of --plot from this script's earlier JSON lines",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.from_json:
+        return _runs_from_json(args.from_json, args.plot, args.train_frames, args.eval_frames)
     for seed in args.seeds:
         for agent in args.agents:
             started, cpu = time.perf_counter(), time.process_time()
@@ -85,6 +93,24 @@ def _write_run(folder, config, rows):
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def _runs_from_json(paths, folder, train_frames, eval_frames):
+    """Run folders for `qzoo plot` from JSON lines this script printed."""
+    runs = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("{"):
+                    row = json.loads(line)
+                    runs.setdefault((row["agent"], row["seed"]), []).append(row)
+    for (agent, seed), rows in runs.items():
+        iterations = max(r["iteration"] for r in rows)
+        config = build_config(agent, {**options(iterations, train_frames, eval_frames, seed),
+                                      **AGENTS[agent]})  # fmt: skip
+        keep = ("iteration", "frame", "eval_episode_return", "train_loss", "train_mean_q")
+        _write_run(os.path.join(folder, f"{agent}-seed{seed}"), config,
+                   [{k: r[k] for k in keep} for r in rows])  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -194,3 +194,24 @@ def test_feed_forward_agents_refuse_r2d1_options(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--burn-in-steps: bad value 5; expected no --burn-in-steps here" in err
     assert err.count("\n") == 1
+
+
+def test_input_priorities_from_the_actors_q_values_by_hand():
+    """A new sequence's priority (rlpyt B3.4): delta_t = q(a_t) - h(r + gamma h^-1(max_a q
+    at the bootstrap row)) over its trained steps, 0.9 max + 0.1 mean."""
+    storage = SequenceStorage(capacity=20, num_envs=1, frame_shape=(1,), frame_dtype=np.float32,
+                              num_actions=2, stack=1, n_steps=1, discount=0.5, burn_in=0,
+                              trained=2, interval=2, state_size=1)  # fmt: skip
+    h2 = losses.signed_hyperbolic(torch.tensor(2.0, dtype=torch.float64)).item()
+    for t, q_taken in enumerate([1.0, 3.0, 0.0]):
+        info = RecurrentInfo(torch.zeros(1, 2, 1), np.array([q_taken], np.float32),
+                             np.array([h2], np.float32))  # fmt: skip
+        storage.add(Row(np.zeros((1, 1), np.float32), np.zeros(1, np.int64), np.zeros(1),
+                        np.array([t == 0]), np.zeros(1, bool), np.zeros(1, bool), info))  # fmt: skip
+    assert storage.completed() == 0  # rows 0..2: the sequence at row 0 is complete
+    target = math.sqrt(2) - 1 + 1e-3  # h(0 + 0.5 h^-1(h(2))) = h(1)
+    td = [1 - target, 3 - target]
+    expected = 0.9 * max(td) + 0.1 * sum(td) / 2
+    assert storage.input_priorities(0, eta=0.9, eps=1e-3).tolist() == pytest.approx(
+        [expected], rel=1e-5
+    )

@@ -22,6 +22,7 @@ points: slot (p, b) is the sequence starting at row p x interval of column b.
 """
 
 import math
+import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -300,6 +301,11 @@ def make_sequence_replay(config, info, rng):
         config.burn_in_steps, config.sequence_steps, config.store_state_interval,
         config.lstm_size,
     )  # fmt: skip
+    frame = bytes_per_transition(info.frame_shape, info.frame_dtype, info.num_actions)
+    print(f"r2d1: sequence replay of {storage.num_rows:,} rows x {storage.num_envs} "
+          f"environments, {storage.bytes_per_transition:,.1f} bytes per transition ({frame:,} "
+          f"frame storage + {storage.bytes_per_transition - frame:,.1f} recurrent states, one "
+          f"per {storage.interval} rows)", file=sys.stderr)  # fmt: skip
     sampler = make_sampler(config, SequenceSlots(storage), rng, SequencePrioritizedSampler)
     return SequenceReplay(storage, sampler, config.input_priorities, config.priority_eta,
                           config.value_rescale_eps)  # fmt: skip
