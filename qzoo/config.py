@@ -170,6 +170,9 @@ class Config:
     exploration_epsilon_decay_frame_fraction: float = option(0.02, "schedule", "decay length "
                                                              "as a fraction of the run", UNIT)
     eval_exploration_epsilon: float = option(0.05, "schedule", "epsilon when evaluating", UNIT)
+    deep_exploration: bool = option(False, "schedule", "with --num-heads > 1, act in each "
+                                    "training episode on one random head (identity) or mixture "
+                                    "(stochastic) of the heads (batch_rl's online REM)")
     # Run.
     seed: int = option(1, "run", "seed of every random stream",
                        Int(0, 2**32 - 1, "an integer in [0, 2^32)"))

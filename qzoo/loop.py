@@ -161,11 +161,13 @@ class Trainer:
             config.exploration_epsilon_begin_value, config.exploration_epsilon_end_value,
         )  # fmt: skip
         # In-process actors act with the learner's online network, by reference.
-        policy = eval_policy = Policy(self.learner.online, config.tau_samples_policy)
+        deep = config.head_mixing if config.deep_exploration else None
+        policy = Policy(self.learner.online, config.tau_samples_policy, deep)
+        evaluation = Policy(self.learner.online, config.tau_samples_policy)  # heads' mean
         if config.recurrent:  # R2D1 hook: each actor carries its own recurrent state
-            policy, eval_policy = recurrent_policy.pair(self.learner.online, config.num_envs)
+            policy, evaluation = recurrent_policy.pair(self.learner.online, config.num_envs)
         self.actor = Actor(config, self.info, policy, self.streams.actor, self.epsilon)
-        self.evaluator = Actor(config, self.info, eval_policy, self.streams.evaluation,
+        self.evaluator = Actor(config, self.info, evaluation, self.streams.evaluation,
                                lambda _: config.eval_exploration_epsilon, eval_mode=True)  # fmt: skip
         self.iteration = 0
         self.frame_t = 0  # training frames so far (a persistent counter, as frame_t)

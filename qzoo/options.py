@@ -240,6 +240,9 @@ _ACTS_ONLY_WITH = {
     "head_mixing": (None, (), lambda c, d: c.num_heads > 1, "--num-heads above 1"),
     "separate_networks": (False, ("num_heads",), lambda c, d: c.num_heads > 1,
                           "--num-heads above 1"),
+    "deep_exploration": (False, ("num_heads", "offline"),
+                         lambda c, d: c.num_heads > 1 and not c.offline,
+                         "--num-heads above 1, online"),
     "mlp_hidden": (None, (), lambda c, d: resolved_torso(c, d) == "mlp", "the mlp torso"),
 }  # fmt: skip
 
@@ -258,6 +261,7 @@ def _recurrent_relations(config, domain):
         ("noisy", not c.noisy, "false (R2D1's network has no noisy layers)"),
         ("shared_bias", not c.shared_bias, "false (R2D1's heads are rlpyt's)"),
         ("cql_alpha", c.cql_alpha == 0, "0 (R2D1's objective has no CQL term)"),
+        ("deep_exploration", not c.deep_exploration, "false (R2D1's network has one head)"),
         ("grad_error_bound", c.grad_error_bound == 0,
          "0 (R2D1's loss is 1/2 delta^2: rlpyt's delta_clip None)"),
         ("offline", not c.offline, "'' (R2D1 needs the recurrent states its actor stores)"),

@@ -182,12 +182,13 @@ PRESETS = {
         "STOCHASTIC; online, online/configs/rem.gin: 4 networks)",
         "overrides": {**_BATCH_RL, **_BATCH_RL_ADAM, "num_heads": 200, "head_mixing": "stochastic"},
         # The paper's online REM (online/configs/rem.gin): 4 separate networks (batch_rl's
-        # NatureDQNNetworks: Glorot) and an Adam epsilon 10x smaller. Its deep
-        # exploration (a new mixture per training episode) is not in qzoo yet: online
-        # REM explores epsilon-greedily.
+        # NatureDQNNetworks: Glorot), an Adam epsilon 10x smaller and deep exploration
+        # (use_deep_exploration: each training episode acts on a new random mixture of
+        # the 4 networks, epsilon-greedily; evaluation on their mean).
         "online": {
             "num_heads": 4,
             "separate_networks": True,
+            "deep_exploration": True,
             "init": "glorot",
             "optimizer_epsilon": 3.125e-5,
         },
