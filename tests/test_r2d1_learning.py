@@ -4,7 +4,9 @@ the pole moves and stays below 70, while R2D1's LSTM infers it and passes 100 an
 twice DQN's best (benchmarks/r2d1_memory.py; curves and seeds in BENCHMARKS.md).
 
 Budget: at most 100 s on an idle 2-core CPU for both agents together (15,000 training
-frames each, gym-domain presets, one PyTorch thread).
+frames each, gym-domain presets, one PyTorch thread); measured 16.4 s (DQN) + 14.8 s
+(R2D1) of CPU time on dev-cpu. Returns measured there, seed 1: DQN 9.4, 9.3, 36.8,
+38.5, 42.7, 41.4; R2D1 9.3, 11.6, 11.0, 44.9, 67.7, 150.9.
 """
 
 import pytest
