@@ -223,8 +223,8 @@ _R2D1 = {
     "exploration_epsilon_end_value": 0.01, "exploration_epsilon_decay_frame_fraction": 0.009,
     "eval_exploration_epsilon": 0.001,
 }  # fmt: skip
-# Small control tasks (CartPole, qzoo/StatelessCartPole-v1): short sequences, a small
-# LSTM and updates often enough to learn in minutes (qzoo's choice, not rlpyt's).
+# Small control tasks (CartPole, qzoo/StatelessCartPole-v1) and MinAtar: short sequences,
+# a small LSTM and updates often enough to learn in minutes (qzoo's choice, not rlpyt's).
 _R2D1_DOMAINS = {
     "gym": {
         "burn_in_steps": 10, "sequence_steps": 20, "store_state_interval": 10,
@@ -232,6 +232,13 @@ _R2D1_DOMAINS = {
         "learn_period": 16, "target_network_update_period": 1_000,
         "min_replay_capacity_fraction": 0.02, "max_global_grad_norm": 80.0,
         "learning_rate": 1e-3, "optimizer_epsilon": 1e-3,
+    },
+    # MinAtar: the same short sequences (its domain default, a learning step every frame,
+    # would replay 32 sequences of 125 steps per frame). Runs; not tuned or benchmarked.
+    "minatar": {
+        "burn_in_steps": 10, "sequence_steps": 20, "store_state_interval": 10,
+        "lstm_size": 128, "batch_size": 16, "num_envs": 4, "n_steps": 3, "discount": 0.99,
+        "learn_period": 16, "target_network_update_period": 4_000,
     },
 }  # fmt: skip
 
