@@ -149,11 +149,17 @@ class Actor:
         acted on (for replay) and the number of frames the environments advanced."""
         config, step = self.config, self._step
         epsilon = np.full(self.num_envs, self.epsilon(frame_t), np.float32)
+        reward = np.clip(step.reward, -config.max_abs_reward, config.max_abs_reward)
+        # R2D1 hook (recurrent_policy.py): a recurrent policy resets the state of the
+        # environments starting episodes and sees the reward replay stores.
+        if hasattr(self.policy, "observe"):
+            self.policy.observe(step.first, reward)
         actions, state_value = self.policy(self._obs, epsilon, self.stream.torch, step.first)
         self.state_value.step(state_value, config.action_repeats)
-        reward = np.clip(step.reward, -config.max_abs_reward, config.max_abs_reward)
+        # R2D1 hook: a recurrent policy's agent_info (the state it acted from) rides along.
         row = Row(step.frame, actions, reward, step.first, step.last,
-                  step.terminated | step.life_loss)  # fmt: skip
+                  step.terminated | step.life_loss,
+                  getattr(self.policy, "agent_info", None))  # fmt: skip
         self._step = self._env.step(actions)
         self._obs = self._stacker.push(self._step.frame, self._step.first)
         self.episodes.step(self._step)
