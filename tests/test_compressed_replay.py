@@ -193,12 +193,14 @@ def test_a_missing_codec_package_names_the_pip_install(codec, package, tmp_path,
     assert list(tmp_path.iterdir()) == []
 
 
-def test_offline_runs_refuse_compression(tmp_path):
-    with pytest.raises(UserError, match="--replay-compression: bad value lz4; expected none"):
-        from qzoo.config import build_config
+def test_offline_and_recurrent_runs_refuse_compression(tmp_path):
+    """Their replays (a dataset, R2D1's sequences) are not the frame replay."""
+    from qzoo.config import build_config
 
-        build_config("dqn", {"env": "pong", "offline": str(tmp_path),
-                             "replay_compression": "lz4"}, strict=True)  # fmt: skip
+    for agent, options in (("dqn", {"offline": str(tmp_path)}), ("r2d1", {})):
+        with pytest.raises(UserError, match="--replay-compression: bad value lz4; expected none"):
+            build_config(agent, {"env": "pong", "replay_compression": "lz4", **options},
+                         strict=True)  # fmt: skip
 
 
 def test_the_bench_fills_the_replay_with_frames_of_play(capsys):

@@ -75,12 +75,21 @@ def replay_bytes_needed(config, info):
 
 def make_replay(config, info, rng):
     """The replay `config` asks for, drawing samples from `rng` (numpy Generator)."""
+    if config.recurrent:  # R2D1's sequences (replay/sequences.py)
+        from qzoo.replay.sequences import make_sequence_replay
+
+        return make_sequence_replay(config, info, rng)
     storage = make_storage(config, info)
+    return Replay(storage, make_sampler(config, storage, rng))
+
+
+def make_sampler(config, storage, rng, prioritized=PrioritizedSampler):
+    """The uniform sampler, or with --prioritized the `prioritized` class, over `storage`
+    (anything with the interface samplers.py names)."""
     if not config.prioritized:
-        return Replay(storage, UniformSampler(storage, rng))
-    sampler = PrioritizedSampler(
+        return UniformSampler(storage, rng)
+    return prioritized(
         storage, rng, priority_exponent=config.priority_exponent,
         uniform_sample_probability=config.uniform_sample_probability,
         normalize_weights=config.normalize_weights,
     )  # fmt: skip
-    return Replay(storage, sampler)

@@ -307,6 +307,15 @@ class CompressedFrameStorage(FrameStorage):
     def _make_frames(self, shape, dtype):
         return CompressedFrames(shape, dtype, self.codec)
 
+    @property
+    def nbytes(self):
+        """Bytes held now: the arena grows and shrinks with what the frames compress to."""
+        return self.frames.nbytes + self.actions.nbytes + self.rewards.nbytes + self.flags.nbytes
+
+    @nbytes.setter
+    def nbytes(self, uncompressed):
+        """FrameStorage.__init__ sets its up-front figure, which does not apply here."""
+
     def _frames_state(self, n):
         return {"compression": self.codec, **self.frames.state_dict()}
 

@@ -61,6 +61,7 @@ class FrameStorage:
         self.discount = discount
         self.frame_shape = tuple(frame_shape)
         self.observation_shape = observation_shape(frame_shape, stack)
+        self.nbytes = self.bytes_needed(capacity, num_envs, frame_shape, frame_dtype, num_actions)
         shape = (self.num_rows, num_envs)
         self.frames = self._make_frames(shape + self.frame_shape, frame_dtype)
         self.actions = np.zeros(shape, np.uint8 if num_actions <= 256 else np.int16)
@@ -80,11 +81,6 @@ class FrameStorage:
         """The [T, B, *frame] frames: written `frames[t] = row.frame`, read
         `frames[rows, columns]` (replay/compressed.py keeps them compressed)."""
         return np.zeros(shape, dtype)
-
-    @property
-    def nbytes(self):
-        """Bytes the storage holds now."""
-        return sum(a.nbytes for a in (self.frames, self.actions, self.rewards, self.flags))
 
     @property
     def size(self):
