@@ -277,6 +277,7 @@ BAD = [
     (["--acting", "thread"], "--acting: bad value thread; expected one of serial, parallel"),
     (["--eps-final-min", "0.01", "--apex-epsilon", "0.4"], "--apex-epsilon: bad value 0.4"),
     (["--apex-alpha", "3"], "--apex-alpha: bad value 3; expected no --apex-alpha here"),
+    (["--acting", "async", "--recurrent"], "--acting: bad value async; expected serial or"),
 ]  # fmt: skip
 
 

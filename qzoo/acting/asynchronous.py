@@ -44,24 +44,25 @@ from qzoo.actors import Policy
 class _LockedPolicy(Policy):
     """The actor's policy: a network copy, loaded and used under one lock."""
 
-    def __init__(self, network, tau_samples):
-        super().__init__(network, tau_samples)
+    def __init__(self, network, tau_samples, deep_exploration=None):
+        super().__init__(network, tau_samples, deep_exploration)
         self.lock = threading.Lock()
 
     def load_weights(self, state_dict):
         with self.lock:
             super().load_weights(state_dict)
 
-    def __call__(self, observation, epsilon, generator):
+    def __call__(self, *args, **kwargs):
         with self.lock:
-            return super().__call__(observation, epsilon, generator)
+            return super().__call__(*args, **kwargs)
 
 
 class AsyncDriver(SerialDriver):
-    def __init__(self, trainer, policy):
+    def __init__(self, trainer, policy, evaluation):
         network = copy.deepcopy(trainer.learner.online).requires_grad_(False)
-        self.actor_policy = _LockedPolicy(network, trainer.config.tau_samples_policy)
-        super().__init__(trainer, policy, actor_policy=self.actor_policy)
+        self.actor_policy = _LockedPolicy(network, trainer.config.tau_samples_policy,
+                                          policy.deep_exploration)  # fmt: skip
+        super().__init__(trainer, self.actor_policy, evaluation)
         self.gate = None
 
     def publish(self):

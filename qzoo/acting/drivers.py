@@ -46,7 +46,9 @@ class SerialDriver:
     """Acting and learning take turns in one thread (module docstring: serial,
     parallel and, with `actor_class` AlternatingActor, alternating)."""
 
-    def __init__(self, trainer, policy, actor_policy=None, actor_class=Actor):
+    def __init__(self, trainer, policy, evaluation, actor_class=Actor):
+        """`policy` acts in training, `evaluation` in evaluation (they differ with deep
+        exploration and R2D1's recurrent states)."""
         config, info, streams = trainer.config, trainer.info, trainer.streams
         self.trainer = trainer
         make_env = None
@@ -54,9 +56,9 @@ class SerialDriver:
             from qzoo.acting.workers import ProcessVectorEnv
 
             make_env = functools.partial(ProcessVectorEnv, info=info, workers=config.actor_workers)
-        self.actor = actor_class(config, info, actor_policy or policy, streams.actor,
+        self.actor = actor_class(config, info, policy, streams.actor,
                                  trainer.train_epsilon, make_env=make_env)  # fmt: skip
-        self.evaluator = Actor(config, info, policy, streams.evaluation,
+        self.evaluator = Actor(config, info, evaluation, streams.evaluation,
                                lambda _: config.eval_exploration_epsilon, eval_mode=True,
                                make_env=make_env)  # fmt: skip
 
@@ -81,15 +83,16 @@ class SerialDriver:
         }
 
 
-def make_driver(trainer, policy):
-    """The driver --acting names; `policy` acts with the learner's online network."""
+def make_driver(trainer, policy, evaluation):
+    """The driver --acting names; `policy` and `evaluation` act with the learner's
+    online network (in training and in evaluation)."""
     acting = trainer.config.acting
     if acting == "async":
         from qzoo.acting.asynchronous import AsyncDriver
 
-        return AsyncDriver(trainer, policy)
+        return AsyncDriver(trainer, policy, evaluation)
     if acting == "alternating":
         from qzoo.acting.alternating import AlternatingActor
 
-        return SerialDriver(trainer, policy, actor_class=AlternatingActor)
-    return SerialDriver(trainer, policy)  # serial, or parallel with --actor-workers K
+        return SerialDriver(trainer, policy, evaluation, actor_class=AlternatingActor)
+    return SerialDriver(trainer, policy, evaluation)  # serial, or parallel
