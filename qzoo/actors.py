@@ -44,15 +44,22 @@ class Policy:
         self.tau_samples = tau_samples if network.kind == "implicit_quantile" else None
         self.deep_exploration = deep_exploration
         self._episode_weights = None  # [N, K]: each environment's head mixture
+        self._starts = None  # episode starts told by `observe`, for the next call
 
     def load_weights(self, state_dict):
         self.network.load_state_dict(state_dict)
 
+    def observe(self, first, reward):
+        """Before each call, the actor tells which environments start an episode at the
+        observations about to be acted on (`first` [N] bool) and the rewards replay
+        stores with them; deep exploration draws new mixtures there, a recurrent policy
+        (recurrent_policy.py) resets states."""
+        self._starts = first
+
     @torch.no_grad()
-    def __call__(self, observation, epsilon, generator, first=None):
+    def __call__(self, observation, epsilon, generator):
         """Actions [N] (numpy int64) for observations [N, ...] and epsilons [N], and
-        the mean over environments of max_a Q (DQN Zoo's state value statistic).
-        `first` [N] (bool) marks the environments whose episode starts here."""
+        the mean over environments of max_a Q (DQN Zoo's state value statistic)."""
         obs = torch.as_tensor(observation, device=self.device)
         taus = None
         if self.tau_samples is not None:
@@ -61,7 +68,8 @@ class Policy:
         if self.deep_exploration is None:
             q = out.q_values.float()
         else:
-            q = self._episode_q(out.q_heads.float(), first, generator)
+            q = self._episode_q(out.q_heads.float(), self._starts, generator)
+        self._starts = None
         epsilon = torch.as_tensor(epsilon, dtype=torch.float32, device=self.device)
         actions = epsilon_greedy(q, epsilon, generator)
         # One device-to-host copy for both (exact: actions are small integers).
@@ -158,11 +166,8 @@ class Actor:
         config, step = self.config, self._step
         epsilon = np.full(self.num_envs, self.epsilon(frame_t), np.float32)
         reward = np.clip(step.reward, -config.max_abs_reward, config.max_abs_reward)
-        # R2D1 hook (recurrent_policy.py): a recurrent policy resets the state of the
-        # environments starting episodes and sees the reward replay stores.
-        if hasattr(self.policy, "observe"):
-            self.policy.observe(step.first, reward)
-        actions, state_value = self.policy(self._obs, epsilon, self.stream.torch, step.first)
+        self.policy.observe(step.first, reward)
+        actions, state_value = self.policy(self._obs, epsilon, self.stream.torch)
         self.state_value.step(state_value, config.action_repeats)
         # R2D1 hook: a recurrent policy's agent_info (the state it acted from) rides along.
         row = Row(step.frame, actions, reward, step.first, step.last,

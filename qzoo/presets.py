@@ -250,8 +250,8 @@ PRESETS["r2d1"] = {
 }
 # rlpyt's "r2d1_long": replay 4e6, 64 sequences at replay ratio 1 from 40 x 192 sampler
 # batches (one update per 7,680 steps = 30,720 frames; target every 2,500 updates =
-# 76.8M frames), epsilon 1 -> 0.1 (its per-environment eps_final_min 0.0005 is the
-# sampling options' --eps-final-min), 20e9 steps logged every 10e6 (2,000 iterations of
+# 76.8M frames), epsilon 1 -> 0.1 with rlpyt's per-environment finals log-spaced
+# down to eps_final_min 0.0005 (--eps-final-min), 20e9 steps logged every 10e6 (2,000 iterations of
 # 40M frames), evaluation 168e3 steps. rlpyt also turns episodic lives off; qzoo's
 # dqn_zoo protocol keeps the life-loss discount (machado would add sticky actions).
 PRESETS["r2d1_long"] = {
@@ -261,7 +261,7 @@ PRESETS["r2d1_long"] = {
         "batch_size": 64, "num_envs": 192, "learn_period": 30_720,
         "target_network_update_period": 76_800_000, "iterations": 2_000,
         "train_frames": 40_000_000, "eval_frames": 672_000,
-        "exploration_epsilon_end_value": 0.1,
+        "exploration_epsilon_end_value": 0.1, "eps_final_min": 0.0005,
         "exploration_epsilon_decay_frame_fraction": 3.6e6 / 8e10,
     },
     "domains": _R2D1_DOMAINS,

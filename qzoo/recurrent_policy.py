@@ -67,9 +67,8 @@ class RecurrentPolicy:
         self._observed = True
 
     @torch.no_grad()
-    def __call__(self, observation, epsilon, generator, first=None):
-        """Actions [N] (numpy int64) and the mean over environments of max_a Q. `first`
-        (Policy's argument) is already known from `observe`."""
+    def __call__(self, observation, epsilon, generator):
+        """Actions [N] (numpy int64) and the mean over environments of max_a Q."""
         if not self._observed:
             raise RuntimeError("RecurrentPolicy.observe(first, reward) must precede each step")
         self._observed = False

@@ -274,14 +274,17 @@ def test_deep_exploration_keeps_one_mixture_per_episode_and_env():
     generator = torch.Generator().manual_seed(0)
     greedy = np.zeros(3, np.float32)
     policy = Policy(_FixedHeads(q_heads), 32, deep_exploration="stochastic")
-    policy(np.zeros((3, 1)), greedy, generator, np.ones(3, bool))
+    policy.observe(np.ones(3, bool), np.zeros(3))
+    policy(np.zeros((3, 1)), greedy, generator)
     w0 = policy._episode_weights.clone()
     np.testing.assert_allclose(w0.sum(1).numpy(), 1.0, rtol=1e-6)
     assert (w0 > 0).all() and len(set(map(tuple, w0.tolist()))) == 3  # one per env
     # Mid-episode: the same mixture; env 1 starts a new episode: only its row changes.
-    policy(np.zeros((3, 1)), greedy, generator, np.zeros(3, bool))
+    policy.observe(np.zeros(3, bool), np.zeros(3))
+    policy(np.zeros((3, 1)), greedy, generator)
     assert torch.equal(policy._episode_weights, w0)
-    actions, _ = policy(np.zeros((3, 1)), greedy, generator, np.array([False, True, False]))
+    policy.observe(np.array([False, True, False]), np.zeros(3))
+    actions, _ = policy(np.zeros((3, 1)), greedy, generator)
     w1 = policy._episode_weights
     assert torch.equal(w1[[0, 2]], w0[[0, 2]]) and not torch.equal(w1[1], w0[1])
     # Greedy on the episode's mixture: action 1 iff heads 1 and 3 outweigh 0 and 2.
@@ -297,7 +300,8 @@ def test_deep_exploration_identity_acts_on_one_random_head():
     q_heads[:, 1, 1] = 1.0
     policy = Policy(_FixedHeads(q_heads), 32, deep_exploration="identity")
     generator = torch.Generator().manual_seed(1)
-    actions, _ = policy(np.zeros((64, 1)), np.zeros(64, np.float32), generator, np.ones(64, bool))
+    policy.observe(np.ones(64, bool), np.zeros(64))
+    actions, _ = policy(np.zeros((64, 1)), np.zeros(64, np.float32), generator)
     heads = policy._episode_weights.argmax(1).numpy()
     assert set(policy._episode_weights.sum(1).tolist()) == {1.0}  # one-hot
     np.testing.assert_array_equal(actions, heads)  # each env acts on its own head

@@ -215,3 +215,16 @@ def test_input_priorities_from_the_actors_q_values_by_hand():
     assert storage.input_priorities(0, eta=0.9, eps=1e-3).tolist() == pytest.approx(
         [expected], rel=1e-5
     )
+
+
+def test_r2d1_long_explores_with_rlpyts_log_spaced_epsilons():
+    """rlpyt's r2d1_long config: eps_final 0.1, eps_final_min 0.0005 over all its 192
+    environments (B5); r2d1 keeps one final epsilon, 0.01."""
+    from qzoo.acting.epsilon import final_epsilons
+    from qzoo.config import make_config
+
+    long = make_config("r2d1_long", "pong", "atari", {})
+    finals = final_epsilons(long)
+    assert len(finals) == 192 and finals[0] == 0.0005 and abs(finals[-1] - 0.1) < 1e-12
+    short = make_config("r2d1", "pong", "atari", {})
+    assert short.eps_final_min == 0.0 and short.exploration_epsilon_end_value == 0.01

@@ -60,8 +60,9 @@ class AlternatingActor(Actor):
                 self._steps[h] = self._env.step_wait(self._groups[h])
                 self._obs[h] = self._stackers[h].push(self._steps[h].frame, self._steps[h].first)
                 self._in_flight[h], received = False, True
-            a_t, value = self.policy(self._obs[h], epsilon[self._slices[h]], self.stream.torch,
-                                     self._steps[h].first)  # fmt: skip
+            reward = np.clip(self._steps[h].reward, -config.max_abs_reward, config.max_abs_reward)
+            self.policy.observe(self._steps[h].first, reward)
+            a_t, value = self.policy(self._obs[h], epsilon[self._slices[h]], self.stream.torch)
             self._env.step_async(a_t, self._groups[h])
             self._in_flight[h] = True
             actions.append(a_t)
