@@ -47,6 +47,9 @@ import time
 import numpy as np
 
 PEERS = ("qzoo", "cleanrl", "sb3")
+# `--qzoo-before DIR` adds "qzoo_before": qzoo from another source tree (an older commit),
+# run as "qzoo" is, so that before and after come from one invocation.
+CHILDREN = PEERS + ("qzoo_before",)
 ENVS = {
     "pong": {"gym_id": "PongNoFrameskip-v4", "batch": 32, "every": 4, "capacity": 100_000,
              "lr": 1e-4, "target": 1_000, "epsilon": 0.01, "script": "dqn_atari.py"},
@@ -69,7 +72,7 @@ def memory(field):
 
 
 def resident_bytes(arrays):
-    """Bytes of `arrays` (NumPy) that are in RAM: pages never written are not (they are
+    """Bytes of `arrays` (NumPy, not overlapping) that are in RAM: pages never written are not (they are
     zero-filled on demand), which /proc/self/pagemap's present bit (63) tells."""
     page = os.sysconf("SC_PAGE_SIZE")
     pages = {}  # page number -> bytes of the arrays on it
@@ -269,7 +272,7 @@ def run_sb3(env, warmup, steps, threads):
 
 def child(args):
     os.chdir(tempfile.mkdtemp(prefix="qzoo-peers-"))  # CleanRL writes runs/ here
-    if args.child == "qzoo":
+    if args.child in ("qzoo", "qzoo_before"):
         result = run_qzoo(args.env, args.warmup, args.steps, args.threads)
     elif args.child == "cleanrl":
         result = run_cleanrl(args.env, args.warmup, args.steps, args.threads, args.cleanrl)
@@ -307,6 +310,8 @@ def one_run(peer, env, args):
             "--result", out.name, "--cleanrl", cleanrl_folder(args.cleanrl) or "",
         ]  # fmt: skip
         environment = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+        if peer == "qzoo_before":
+            environment["PYTHONPATH"] = os.path.abspath(args.qzoo_before)
         done = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
@@ -340,7 +345,9 @@ def ratios(runs, peer, other):
 
 def parent(args):
     peers = args.peers.split(",")
-    for name in [p for p in peers if p not in PEERS] + [e for e in args.envs.split(",")
+    if args.qzoo_before:
+        peers.insert(1, "qzoo_before")
+    for name in [p for p in peers if p not in CHILDREN] + [e for e in args.envs.split(",")
                                                         if e not in ENVS]:  # fmt: skip
         sys.exit(f"peers.py: error: unknown peer or env {name!r}; peers: {', '.join(PEERS)}; "
                  f"envs: {', '.join(ENVS)}")  # fmt: skip
@@ -367,10 +374,12 @@ def parent(args):
                     for key in ("agent_steps_per_second", "peak_rss", "replay_allocated_bytes",
                                 "replay_bytes_per_transition")
                 })  # fmt: skip
-        for other in peers:
-            found = other != "qzoo" and ratios(runs, "qzoo", other)
+        pairs = [("qzoo", other) for other in peers if other != "qzoo"]
+        pairs += [("qzoo_before", other) for other in peers if not other.startswith("qzoo")]
+        for mine, other in pairs:
+            found = mine in peers and ratios(runs, mine, other)
             if found:
-                emit("peer_ratio", env=env, ratio=f"qzoo/{other}", **found)
+                emit("peer_ratio", env=env, ratio=f"{mine}/{other}", **found)
 
 
 def main(argv=None):
@@ -385,7 +394,9 @@ def main(argv=None):
     parser.add_argument("--cartpole-warmup", type=int, default=10_000)
     parser.add_argument("--cartpole-steps", type=int, default=10_000)
     # A child run (internal).
-    parser.add_argument("--child", choices=PEERS, help=argparse.SUPPRESS)
+    parser.add_argument("--qzoo-before", default="", help="also run qzoo from this source "
+                        "tree (e.g. `git worktree add DIR COMMIT`), as qzoo_before")  # fmt: skip
+    parser.add_argument("--child", choices=CHILDREN, help=argparse.SUPPRESS)
     parser.add_argument("--env", choices=tuple(ENVS), help=argparse.SUPPRESS)
     parser.add_argument("--warmup", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=int, help=argparse.SUPPRESS)
