@@ -15,7 +15,8 @@ Stable-Baselines3's DQN one after the other, each in a fresh child process, in
 
 Every run stores `--*-warmup` transitions first (learning starts there), then is timed
 over the next `--*-steps` agent steps (each with its share of updates). Each prints a
-`peer_run` line: agent steps/s, peak RSS, and its replay's bytes: allocated, resident
+`peer_run` line: agent steps/s (and per second of the process's CPU time, all its
+threads: steadier than wall time on a shared machine), peak RSS, and its replay's bytes: allocated, resident
 at the end (pages written so far, read from /proc/self/pagemap) and resident per
 stored transition, which times the capacity is the replay's RSS once full. Then, per environment, the medians (`peer_median`) and the
 median over rounds of qzoo's ratio to each peer (`peer_ratio`): pairs from one round
@@ -129,10 +130,14 @@ class Window:
     def at(self, count):
         """Called with the number of environment steps taken so far."""
         if count == self.begin:
-            self.started = time.perf_counter()
+            self.started, self.cpu = time.perf_counter(), time.process_time()
         elif count == self.end:
             seconds, steps = time.perf_counter() - self.started, self.end - self.begin
-            self.result = {"agent_steps_per_second": steps / seconds, "window_seconds": seconds}
+            self.result = {
+                "agent_steps_per_second": steps / seconds,
+                "window_seconds": seconds,
+                "agent_steps_per_cpu_second": steps / (time.process_time() - self.cpu),
+            }
 
 
 # ---- children: one run of one peer, result written as JSON to a file ---------------
@@ -165,12 +170,15 @@ def run_qzoo(env, warmup, steps, threads):
     trainer = Trainer(config)
     # Fill the replay to the warm-up and take the first learning step, then time.
     trainer.train_phase(config.min_replay_size * repeats + config.learn_period)
+    cpu = time.process_time()
     stats = trainer.train_phase(steps * repeats)
+    cpu = time.process_time() - cpu
     storage = trainer.replay.storage
     arrays = [storage.frames, storage.actions, storage.rewards, storage.flags]
     return {
         "agent_steps_per_second": stats["steps_per_second"],
         "window_seconds": stats["duration"],
+        "agent_steps_per_cpu_second": steps / cpu,
         **replay_figures(arrays, trainer.replay.size),
     }
 
@@ -337,8 +345,14 @@ def ratios(runs, peer, other):
     if not pairs:
         return None
     out = {}
-    for key in ("agent_steps_per_second", "peak_rss", "replay_bytes_per_transition"):
-        out[key] = statistics.median(r[peer][key] / r[other][key] for r in pairs)
+    for key in (
+        "agent_steps_per_second",
+        "agent_steps_per_cpu_second",
+        "peak_rss",
+        "replay_bytes_per_transition",
+    ):
+        if all(key in r[peer] and key in r[other] for r in pairs):
+            out[key] = statistics.median(r[peer][key] / r[other][key] for r in pairs)
     out["rounds"] = len(pairs)
     return out
 
@@ -371,8 +385,9 @@ def parent(args):
             if mine:
                 emit("peer_median", peer=peer, env=env, runs=len(mine), **{
                     key: statistics.median(r[key] for r in mine)
-                    for key in ("agent_steps_per_second", "peak_rss", "replay_allocated_bytes",
-                                "replay_bytes_per_transition")
+                    for key in ("agent_steps_per_second", "agent_steps_per_cpu_second",
+                                "peak_rss", "replay_allocated_bytes", "replay_bytes_per_transition")
+                    if all(key in r for r in mine)
                 })  # fmt: skip
         pairs = [("qzoo", other) for other in peers if other != "qzoo"]
         pairs += [("qzoo_before", other) for other in peers if not other.startswith("qzoo")]
