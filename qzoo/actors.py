@@ -56,7 +56,9 @@ class Policy:
         (recurrent_policy.py) resets states."""
         self._starts = first
 
-    @torch.no_grad()
+    # Inference mode, not just no_grad: no version counters or views tracked (a third
+    # of a small network's forward pass on a CPU).
+    @torch.inference_mode()
     def __call__(self, observation, epsilon, generator):
         """Actions [N] (numpy int64) for observations [N, ...] and epsilons [N], and
         the mean over environments of max_a Q (DQN Zoo's state value statistic)."""
@@ -72,8 +74,11 @@ class Policy:
         self._starts = None
         epsilon = torch.as_tensor(epsilon, dtype=torch.float32, device=self.device)
         actions = epsilon_greedy(q, epsilon, generator)
+        state_value = q.max(dim=1).values.mean()
+        if self.device.type == "cpu":  # nothing to copy: views of host memory
+            return actions.numpy(), float(state_value)
         # One device-to-host copy for both (exact: actions are small integers).
-        both = torch.cat([actions.float(), q.max(dim=1).values.mean()[None]]).cpu().numpy()
+        both = torch.cat([actions.float(), state_value[None]]).cpu().numpy()
         return both[:-1].astype(np.int64), float(both[-1])
 
     def _episode_q(self, q_heads, first, generator):

@@ -1,0 +1,427 @@
+"""qzoo next to its peers, measured in one invocation, as JSON lines.
+
+    python benchmarks/peers.py [--envs pong,cartpole] [--rounds 3] [--threads 1]
+                               [--peers qzoo,cleanrl,sb3] [--cleanrl DIR]
+
+Runs qzoo, CleanRL (`cleanrl/dqn_atari.py` on Pong, `cleanrl/dqn.py` on CartPole) and
+Stable-Baselines3's DQN one after the other, each in a fresh child process, in
+`--rounds` rounds (the order rotates every round), with the same settings:
+
+  pong      Nature CNN, batch 32, one update per 4 agent steps, replay 100k, Adam 1e-4,
+            a target copy every 1,000 agent steps, epsilon 0.01 once learning starts
+  cartpole  CleanRL dqn.py's: an MLP (qzoo: two layers of 120; CleanRL and SB3:
+            120 and 84), batch 128, one update every 10 steps, replay 10k, Adam 2.5e-4,
+            a target copy every 500 steps, epsilon 0.05 once learning starts
+
+Every run stores `--*-warmup` transitions first (learning starts there), then is timed
+over the next `--*-steps` agent steps (each with its share of updates). Each prints a
+`peer_run` line: agent steps/s (and per second of the process's CPU time, all its
+threads: steadier than wall time on a shared machine), peak RSS, and its replay's bytes: allocated, resident
+at the end (pages written so far, read from /proc/self/pagemap) and resident per
+stored transition, which times the capacity is the replay's RSS once full. Then, per environment, the medians (`peer_median`) and the
+median over rounds of qzoo's ratio to each peer (`peer_ratio`): pairs from one round
+ran closest in time, which matters on a shared machine.
+
+Each peer runs its own pipeline (CleanRL and SB3: Gymnasium's ALE with Python
+wrappers; qzoo: ale-py's vector environment), as a user would. Every process gets the
+same PyTorch thread count (`--threads`, also exported as OMP_NUM_THREADS).
+
+Peers are found, never downloaded: Stable-Baselines3 from the installed
+`stable_baselines3` package (`pip install stable-baselines3 opencv-python-headless`),
+CleanRL's single-file scripts from a checkout of its repository given by `--cleanrl` or
+the QZOO_CLEANRL environment variable (the folder holding cleanrl/ and cleanrl_utils/).
+A missing peer prints one `peer_skipped` line and the rest still run. CleanRL's scripts
+are run unmodified; the child only maps the two Gymnasium 0.x wrapper names they use
+to their Gymnasium 1.x names, and counts environment steps to time the window.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+PEERS = ("qzoo", "cleanrl", "sb3")
+# `--qzoo-before DIR` adds "qzoo_before": qzoo from another source tree (an older commit),
+# run as "qzoo" is, so that before and after come from one invocation.
+CHILDREN = PEERS + ("qzoo_before",)
+ENVS = {
+    "pong": {"gym_id": "PongNoFrameskip-v4", "batch": 32, "every": 4, "capacity": 100_000,
+             "lr": 1e-4, "target": 1_000, "epsilon": 0.01, "script": "dqn_atari.py"},
+    "cartpole": {"gym_id": "CartPole-v1", "batch": 128, "every": 10, "capacity": 10_000,
+                 "lr": 2.5e-4, "target": 500, "epsilon": 0.05, "script": "dqn.py"},
+}  # fmt: skip
+
+
+def emit(name, **fields):
+    print(json.dumps({"name": name, **fields}), flush=True)
+
+
+def memory(field):
+    """A /proc/self/status field in bytes (VmRSS: resident now, VmHWM: peak)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def resident_bytes(arrays):
+    """Bytes of `arrays` (NumPy, not overlapping) that are in RAM: pages never written are not (they are
+    zero-filled on demand), which /proc/self/pagemap's present bit (63) tells."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    pages = {}  # page number -> bytes of the arrays on it
+    for a in arrays:
+        if a is None or a.nbytes == 0:
+            continue
+        begin = a.__array_interface__["data"][0]
+        end = begin + a.nbytes
+        for number in range(begin // page, (end - 1) // page + 1):
+            overlap = min(end, (number + 1) * page) - max(begin, number * page)
+            pages[number] = pages.get(number, 0) + overlap
+    resident = 0
+    with open("/proc/self/pagemap", "rb") as f:
+        numbers = sorted(pages)
+        run_begin = 0
+        while run_begin < len(numbers):  # read runs of consecutive pages at once
+            run_end = run_begin
+            while run_end + 1 < len(numbers) and numbers[run_end + 1] == numbers[run_end] + 1:
+                run_end += 1
+            f.seek(numbers[run_begin] * 8)
+            entries = np.frombuffer(f.read(8 * (run_end - run_begin + 1)), np.uint64)
+            present = (entries >> np.uint64(63)) & np.uint64(1)
+            sizes = np.array([pages[n] for n in numbers[run_begin : run_end + 1]])
+            resident += int((sizes * present).sum())
+            run_begin = run_end + 1
+    return resident
+
+
+def replay_figures(arrays, stored):
+    """The replay's allocated bytes, resident bytes and resident bytes per stored
+    transition (`stored` transitions in it now)."""
+    resident = resident_bytes(arrays)
+    return {
+        "replay_allocated_bytes": sum(a.nbytes for a in arrays if a is not None),
+        "replay_resident_bytes": resident,
+        "replay_bytes_per_transition": resident / stored,
+    }
+
+
+def buffer_arrays(rb):
+    """The arrays of SB3's ReplayBuffer (CleanRL's is a copy of it)."""
+    names = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts")
+    return [getattr(rb, name, None) for name in names]
+
+
+class Window:
+    """Times the agent steps between two environment step counts."""
+
+    def __init__(self, begin, steps):
+        self.begin, self.end = begin, begin + steps
+        self.started = None
+        self.result = {}
+
+    def at(self, count):
+        """Called with the number of environment steps taken so far."""
+        if count == self.begin:
+            self.started, self.cpu = time.perf_counter(), time.process_time()
+        elif count == self.end:
+            seconds, steps = time.perf_counter() - self.started, self.end - self.begin
+            self.result = {
+                "agent_steps_per_second": steps / seconds,
+                "window_seconds": seconds,
+                "agent_steps_per_cpu_second": steps / (time.process_time() - self.cpu),
+            }
+
+
+# ---- children: one run of one peer, result written as JSON to a file ---------------
+
+
+def run_qzoo(env, warmup, steps, threads):
+    from qzoo import threads as qzoo_threads
+    from qzoo.config import build_config
+    from qzoo.loop import Trainer
+
+    s = ENVS[env]
+    pong = env == "pong"
+    repeats = 4 if pong else 1
+    options = {
+        "env": "pong" if pong else "CartPole-v1", "threads": threads, "progress": False,
+        "tensorboard": False, "replay_capacity": s["capacity"], "batch_size": s["batch"],
+        "learn_period": s["every"] * repeats, "optimizer": "adam", "learning_rate": s["lr"],
+        "target_network_update_period": s["target"] * repeats,
+        "min_replay_capacity_fraction": warmup / s["capacity"],
+        # Decay from 1 at the first learning step to the final epsilon right away.
+        "exploration_epsilon_end_value": s["epsilon"],
+        "exploration_epsilon_decay_frame_fraction": 1e-9,
+    }  # fmt: skip
+    if not pong:
+        options.update(mlp_hidden=120, max_global_grad_norm=0.0, optimizer_epsilon=1e-8)
+    else:
+        options.update(optimizer_epsilon=1e-8)
+    config = build_config("dqn", options)
+    qzoo_threads.apply(config)
+    trainer = Trainer(config)
+    # Fill the replay to the warm-up and take the first learning step, then time.
+    trainer.train_phase(config.min_replay_size * repeats + config.learn_period)
+    cpu = time.process_time()
+    stats = trainer.train_phase(steps * repeats)
+    cpu = time.process_time() - cpu
+    storage = trainer.replay.storage
+    arrays = [storage.frames, storage.actions, storage.rewards, storage.flags]
+    return {
+        "agent_steps_per_second": stats["steps_per_second"],
+        "window_seconds": stats["duration"],
+        "agent_steps_per_cpu_second": steps / cpu,
+        **replay_figures(arrays, trainer.replay.size),
+    }
+
+
+def cleanrl_folder(given):
+    """The CleanRL checkout (holding cleanrl/ and cleanrl_utils/), or None."""
+    folder = given or os.environ.get("QZOO_CLEANRL", "")
+    ok = folder and os.path.isdir(os.path.join(folder, "cleanrl_utils"))
+    return folder if ok else None
+
+
+def run_cleanrl(env, warmup, steps, threads, folder):
+    import runpy
+
+    import gymnasium as gym
+    import torch
+
+    torch.set_num_threads(threads)
+    if env == "pong":
+        import ale_py
+
+        gym.register_envs(ale_py)
+    # CleanRL's scripts target Gymnasium 0.29; these two wrappers were renamed in 1.0.
+    gym.wrappers.GrayScaleObservation = gym.wrappers.GrayscaleObservation
+    gym.wrappers.FrameStack = gym.wrappers.FrameStackObservation
+    s = ENVS[env]
+    # Loop iteration g steps the env (call g + 1) and learns when g > learning_starts:
+    # the window is iterations warmup + 1 .. warmup + steps.
+    window = Window(warmup + 2, steps)
+    total = warmup + 2 + steps
+
+    class TimedSyncVectorEnv(gym.vector.SyncVectorEnv):
+        calls = 0
+
+        def step(self, actions):
+            TimedSyncVectorEnv.calls += 1
+            window.at(TimedSyncVectorEnv.calls)
+            return super().step(actions)
+
+    gym.vector.SyncVectorEnv = TimedSyncVectorEnv
+    script = os.path.join(folder, "cleanrl", s["script"])
+    sys.argv = [
+        script, "--env-id", s["gym_id"], "--total-timesteps", str(total), "--no-cuda",
+        "--learning-starts", str(warmup), "--buffer-size", str(s["capacity"]),
+        "--batch-size", str(s["batch"]), "--train-frequency", str(s["every"]),
+        "--learning-rate", str(s["lr"]), "--target-network-frequency", str(s["target"]),
+        "--end-e", str(s["epsilon"]), "--exploration-fraction", str(warmup / total),
+    ]  # fmt: skip
+    sys.path.insert(0, folder)
+    names = runpy.run_path(script, run_name="__main__")
+    rb = names["rb"]
+    return {**window.result, **replay_figures(buffer_arrays(rb), rb.size())}
+
+
+def run_sb3(env, warmup, steps, threads):
+    import torch
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    torch.set_num_threads(threads)
+    s = ENVS[env]
+    if env == "pong":
+        import ale_py
+        import gymnasium as gym
+        from stable_baselines3.common.env_util import make_atari_env
+
+        gym.register_envs(ale_py)
+        from stable_baselines3.common.vec_env import VecFrameStack
+
+        venv = VecFrameStack(make_atari_env(s["gym_id"], n_envs=1, seed=1), n_stack=4)
+        policy, kwargs = "CnnPolicy", {}
+    else:
+        import gymnasium as gym
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        venv = DummyVecEnv([lambda: gym.make(s["gym_id"])])
+        policy, kwargs = "MlpPolicy", {"policy_kwargs": {"net_arch": [120, 84]}}
+    # SB3 trains after each `every` steps once past learning_starts: the window starts
+    # right before the first update and holds steps / every of them.
+    first = warmup + s["every"]
+    window = Window(first, steps)
+    total = first + steps + s["every"]
+
+    class Timer(BaseCallback):
+        def _on_step(self):
+            window.at(self.num_timesteps)
+            return True
+
+    model = DQN(
+        policy, venv, learning_rate=s["lr"], buffer_size=s["capacity"],
+        learning_starts=warmup, batch_size=s["batch"], train_freq=s["every"], gradient_steps=1,
+        target_update_interval=s["target"], exploration_fraction=warmup / total,
+        exploration_final_eps=s["epsilon"], device="cpu", seed=1, **kwargs,
+    )  # fmt: skip
+    model.learn(total_timesteps=total, callback=Timer())
+    rb = model.replay_buffer
+    return {**window.result, **replay_figures(buffer_arrays(rb), rb.size())}
+
+
+def child(args):
+    os.chdir(tempfile.mkdtemp(prefix="qzoo-peers-"))  # CleanRL writes runs/ here
+    if args.child in ("qzoo", "qzoo_before"):
+        result = run_qzoo(args.env, args.warmup, args.steps, args.threads)
+    elif args.child == "cleanrl":
+        result = run_cleanrl(args.env, args.warmup, args.steps, args.threads, args.cleanrl)
+    else:
+        result = run_sb3(args.env, args.warmup, args.steps, args.threads)
+    result["peak_rss"] = memory("VmHWM")
+    with open(args.result, "w") as f:
+        json.dump(result, f)
+
+
+# ---- parent: rounds of children, medians and ratios ---------------------------------
+
+
+def missing(peer, args):
+    """Why `peer` cannot run here, or None."""
+    if peer == "cleanrl" and cleanrl_folder(args.cleanrl) is None:
+        return ("no CleanRL checkout: pass --cleanrl DIR or set QZOO_CLEANRL to a folder "
+                "holding cleanrl/ and cleanrl_utils/ from CleanRL's repository")  # fmt: skip
+    if peer == "sb3":
+        import importlib.util
+
+        for module in ("stable_baselines3", "cv2"):
+            if importlib.util.find_spec(module) is None:
+                return (f"no {module} module: pip install stable-baselines3 "
+                        "opencv-python-headless")  # fmt: skip
+    return None
+
+
+def one_run(peer, env, args):
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        command = [
+            sys.executable, os.path.abspath(__file__), "--child", peer, "--env", env,
+            "--warmup", str(getattr(args, f"{env}_warmup")),
+            "--steps", str(getattr(args, f"{env}_steps")), "--threads", str(args.threads),
+            "--result", out.name, "--cleanrl", cleanrl_folder(args.cleanrl) or "",
+        ]  # fmt: skip
+        environment = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+        if peer == "qzoo_before":
+            environment["PYTHONPATH"] = os.path.abspath(args.qzoo_before)
+        done = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
+            return {"error": f"exit {done.returncode}: {' '.join(tail)}"}
+        with open(out.name) as f:
+            return json.load(f)
+
+
+def machine(args):
+    import torch
+
+    return {"machine": platform.machine(), "cpus": len(os.sched_getaffinity(0)),
+            "threads": args.threads, "torch": torch.__version__,
+            "load_average": os.getloadavg()[0]}  # fmt: skip
+
+
+def ratios(runs, peer, other):
+    """qzoo/peer per round, for rounds where both ran."""
+    by_round = {}
+    for run in runs:
+        by_round.setdefault(run["round"], {})[run["peer"]] = run
+    pairs = [r for r in by_round.values() if peer in r and other in r]
+    if not pairs:
+        return None
+    out = {}
+    for key in (
+        "agent_steps_per_second",
+        "agent_steps_per_cpu_second",
+        "peak_rss",
+        "replay_bytes_per_transition",
+    ):
+        if all(key in r[peer] and key in r[other] for r in pairs):
+            out[key] = statistics.median(r[peer][key] / r[other][key] for r in pairs)
+    out["rounds"] = len(pairs)
+    return out
+
+
+def parent(args):
+    peers = args.peers.split(",")
+    if args.qzoo_before:
+        peers.insert(1, "qzoo_before")
+    for name in [p for p in peers if p not in CHILDREN] + [e for e in args.envs.split(",")
+                                                        if e not in ENVS]:  # fmt: skip
+        sys.exit(f"peers.py: error: unknown peer or env {name!r}; peers: {', '.join(PEERS)}; "
+                 f"envs: {', '.join(ENVS)}")  # fmt: skip
+    for peer in list(peers):
+        reason = missing(peer, args)
+        if reason:
+            emit("peer_skipped", peer=peer, reason=reason)
+            peers.remove(peer)
+    for env in args.envs.split(","):
+        runs = []
+        for round_ in range(1, args.rounds + 1):
+            shift = (round_ - 1) % len(peers)
+            for peer in peers[shift:] + peers[:shift]:
+                result = one_run(peer, env, args)
+                line = {"peer": peer, "env": env, "round": round_, **result, **machine(args)}
+                emit("peer_run", **line)
+                if "error" not in result:
+                    runs.append(line)
+        for peer in peers:
+            mine = [r for r in runs if r["peer"] == peer]
+            if mine:
+                emit("peer_median", peer=peer, env=env, runs=len(mine), **{
+                    key: statistics.median(r[key] for r in mine)
+                    for key in ("agent_steps_per_second", "agent_steps_per_cpu_second",
+                                "peak_rss", "replay_allocated_bytes", "replay_bytes_per_transition")
+                    if all(key in r for r in mine)
+                })  # fmt: skip
+        pairs = [("qzoo", other) for other in peers if other != "qzoo"]
+        pairs += [("qzoo_before", other) for other in peers if not other.startswith("qzoo")]
+        for mine, other in pairs:
+            found = mine in peers and ratios(runs, mine, other)
+            if found:
+                emit("peer_ratio", env=env, ratio=f"{mine}/{other}", **found)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--envs", default="pong,cartpole")
+    parser.add_argument("--peers", default=",".join(PEERS))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="PyTorch threads, every run")
+    parser.add_argument("--cleanrl", default="", help="CleanRL checkout (or QZOO_CLEANRL)")
+    parser.add_argument("--pong-warmup", type=int, default=5_000)
+    parser.add_argument("--pong-steps", type=int, default=1_000)
+    parser.add_argument("--cartpole-warmup", type=int, default=10_000)
+    parser.add_argument("--cartpole-steps", type=int, default=10_000)
+    # A child run (internal).
+    parser.add_argument("--qzoo-before", default="", help="also run qzoo from this source "
+                        "tree (e.g. `git worktree add DIR COMMIT`), as qzoo_before")  # fmt: skip
+    parser.add_argument("--child", choices=CHILDREN, help=argparse.SUPPRESS)
+    parser.add_argument("--env", choices=tuple(ENVS), help=argparse.SUPPRESS)
+    parser.add_argument("--warmup", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(args)
+    else:
+        parent(args)
+
+
+if __name__ == "__main__":
+    main()
