@@ -35,7 +35,7 @@ import time
 import numpy as np
 import torch
 
-from qzoo import envs, recurrent_policy
+from qzoo import allocator, envs, recurrent_policy
 from qzoo.acting.drivers import make_driver, run_phase
 from qzoo.acting.epsilon import training_epsilon
 from qzoo.acting.ratio import UpdateSchedule, updates_per_frame
@@ -123,6 +123,7 @@ class Trainer:
         self.config = config
         self.info = info or envs.describe(config)
         check_peak_memory(config, self.info)
+        allocator.keep_freed_memory()  # also for runs made without the CLI
         device = resolve_device(config.device)
         self.streams = Streams(config.seed, device)
         torch.manual_seed(config.seed)  # network initialization only
