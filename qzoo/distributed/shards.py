@@ -18,6 +18,8 @@ normalised within it; the learner takes batches from every shard.
 """
 
 import dataclasses
+import math
+import os
 
 import numpy as np
 
@@ -48,13 +50,14 @@ class ReplayShard:
 
     def stats(self):
         """(transitions stored, transitions ever added, whether a batch can be drawn,
-        the largest priority seen)."""
+        the largest priority seen, the process id: a new one tells of a restart)."""
         size = sum(r.size for r in self.replays)
         adds = sum(r.num_adds for r in self.replays)
         can_sample = any(r.can_sample() for r in self.replays)
         if not self.prioritized:
-            return size, adds, can_sample, float("nan")
-        return size, adds, can_sample, max(r.sampler.max_seen_priority for r in self.replays)
+            return size, adds, can_sample, math.nan, os.getpid()
+        top = max(r.sampler.max_seen_priority for r in self.replays)
+        return size, adds, can_sample, top, os.getpid()
 
     def add(self, slot, data):
         """Writes an actor's chunk: `data` = (Row of [L, M] arrays, priorities [P, M] or

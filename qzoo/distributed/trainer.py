@@ -48,6 +48,7 @@ from qzoo.replay.batch import Batch
 from qzoo.replay.frames import observation_shape
 from qzoo.streams import Streams
 
+EMPTY = (0, 0, False, math.nan, None)  # a shard's stats before it answered (shards.py)
 PREFETCH = 2  # batches requested ahead from each shard
 TOLERANCE = 0.05  # how far (relative) the learner may fall behind the replay ratio
 
@@ -110,7 +111,7 @@ class RayTrainer(Trainer):
         # Counters (checkpointed), statistics of the current iteration, restarts.
         self.updates, self.learn_start_frame = 0, None
         self.returns, self.state_values = [], np.full(config.actors, math.nan)
-        self.restarts = {"actor": 0, "replay shard": 0, "evaluator": 0}
+        self.restarts, self.pids = {"actor": 0, "replay shard": 0}, {}
         self.waited = 0.0
         self._progress = None
         # The Ray actors; names (with a run token) let an operator find them.
@@ -128,7 +129,7 @@ class RayTrainer(Trainer):
         ]
         self.evaluator = ray.remote(num_cpus=0, max_restarts=-1)(EvalWorker).options(
             name=f"qzoo-evaluator-{token}").remote(config, self.info)  # fmt: skip
-        self.shard_stats = [(0, 0, False, math.nan)] * k
+        self.shard_stats = [EMPTY] * k
         self.idle, self.collecting, self.adds, self.samples = set(range(config.actors)), {}, {}, {}
         self.in_flight = 0  # frames of the chunks being collected
         self.version, self.weights = -1, None
@@ -205,6 +206,7 @@ class RayTrainer(Trainer):
                 except _lost_errors() as e:
                     self._lost("actor", i, e)
                     continue
+                self._check_pid("actor", i, stats["pid"])
                 self.frame_t += stats["frames"]
                 self.returns.extend(stats["returns"])
                 self.state_values[i] = stats["state_value"]
@@ -218,9 +220,10 @@ class RayTrainer(Trainer):
                 k = self.adds.pop(ref)
                 try:
                     self.shard_stats[k] = ray.get(ref)
+                    self._check_pid("replay shard", k, self.shard_stats[k][4])
                 except _lost_errors() as e:
                     self._lost("replay shard", k, e)
-                    self.shard_stats[k] = (0, 0, False, math.nan)
+                    self.shard_stats[k] = EMPTY
         stored = sum(s[0] for s in self.shard_stats)
         if self.learn_start_frame is None and stored >= self.config.min_replay_size:
             self.learn_start_frame = self.frame_t
@@ -249,10 +252,10 @@ class RayTrainer(Trainer):
             batch = ray.get(ready[0])
         except _lost_errors() as e:
             self._lost("replay shard", k, e)
-            self.shard_stats[k] = (0, 0, False, math.nan)
+            self.shard_stats[k] = EMPTY
             return True
         if batch is None:  # the shard cannot sample (yet, or again after a restart)
-            self.shard_stats[k] = (*self.shard_stats[k][:2], False, self.shard_stats[k][3])
+            self.shard_stats[k] = self.shard_stats[k][:2] + (False,) + self.shard_stats[k][3:]
             return True
         # Ray hands out read-only arrays; torch wants writable ones.
         batch = batch._replace(
@@ -270,9 +273,18 @@ class RayTrainer(Trainer):
         return True
 
     def _lost(self, kind, index, error):
-        self.restarts[kind] += 1
         print(f"qzoo: ray: {kind} {index} lost ({type(error).__name__}); Ray restarts it "
               "and the run continues", file=sys.stderr, flush=True)  # fmt: skip
+
+    def _check_pid(self, kind, index, pid):
+        """Counts a restart when a Ray actor answers from a new process (whether or not a
+        call of ours failed when it died)."""
+        old = self.pids.setdefault((kind, index), pid)
+        if old != pid:
+            self.pids[kind, index] = pid
+            self.restarts[kind] += 1
+            print(f"qzoo: ray: {kind} {index} restarted by Ray (process {old} -> {pid}); "
+                  "the run continues", file=sys.stderr, flush=True)  # fmt: skip
 
     def _transitions_added(self):
         return sum(s[1] for s in self.shard_stats)
@@ -356,7 +368,7 @@ class RayTrainer(Trainer):
             "importance_sampling_exponent": self.importance_sampling_exponent(
                 self._transitions_added()
             ),
-            "max_seen_priority": max(s[3] for s in self.shard_stats),
+            "max_seen_priority": float(np.nanmax([s[3] for s in self.shard_stats] + [1.0])),
         }
 
     # ---- checkpointing and the end ---------------------------------------------

@@ -88,7 +88,7 @@ class ActorWorker:
         fetched only when newer than those held). Returns ((chunk, priorities), stats):
         a `Row` of [CHUNK_STEPS, M] arrays, the initial priorities of the transitions
         starting at the chunk's rows shifted n rows back (`ReplayShard.add`), or None,
-        and {frames, steps, returns of the episodes ended, state_value}."""
+        and {frames, steps, returns of the episodes ended, state_value, pid}."""
         if version != self.version:
             import ray
 
@@ -107,7 +107,7 @@ class ActorWorker:
         returns, actor.episodes.completed = actor.episodes.completed, []
         steps = actor.agent_steps - steps_before
         stats = {"frames": frames, "steps": steps, "returns": returns,
-                 "state_value": actor.state_value.value}  # fmt: skip
+                 "state_value": actor.state_value.value, "pid": os.getpid()}  # fmt: skip
         return (chunk, self._priorities()), stats
 
     @torch.no_grad()
