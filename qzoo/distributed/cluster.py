@@ -86,3 +86,11 @@ def _too_many(actors, cpus, whose):
         f"--actors {actors}: more than {whose} {cpus} CPUs (one per actor); use at most "
         f"--actors {cpus}, or more environments per actor with --envs-per-actor"
     )
+
+
+def lost_errors():
+    """The errors of a call to a Ray actor that died (Ray restarts it)."""
+    import ray.exceptions as e
+
+    return tuple(getattr(e, name) for name in ("RayActorError", "ActorUnavailableError")
+                 if hasattr(e, name))  # fmt: skip

@@ -38,12 +38,12 @@ import numpy as np
 import torch
 
 from qzoo import envs
-from qzoo.distributed.cluster import connect
+from qzoo.distributed.cluster import connect, lost_errors
 from qzoo.distributed.shards import ReplayShard
-from qzoo.distributed.workers import CHUNK_STEPS, ActorWorker, EvalWorker, to_numpy
-from qzoo.explore import LinearSchedule, apex_epsilons
+from qzoo.distributed.workers import CHUNK_STEPS, ActorWorker, EvalWorker, ray_epsilons, to_numpy
+from qzoo.explore import LinearSchedule
 from qzoo.learner import Learner
-from qzoo.loop import Trainer, resolve_device, uses_epsilon
+from qzoo.loop import Trainer, resolve_device
 from qzoo.replay.batch import Batch
 from qzoo.replay.frames import observation_shape
 from qzoo.streams import Streams
@@ -53,29 +53,11 @@ PREFETCH = 2  # batches requested ahead from each shard
 TOLERANCE = 0.05  # how far (relative) the learner may fall behind the replay ratio
 
 
-def ray_epsilons(config):
-    """Ape-X's fixed epsilons over every environment of every actor (explore.py), or
-    zeros for noisy-net agents that do not act epsilon-greedily."""
-    n = config.actors * config.envs_per_actor
-    if not uses_epsilon(config):
-        return np.zeros(n)
-    # The sampling issue's --apex-epsilon / --apex-alpha when this qzoo has them.
-    epsilon = getattr(config, "apex_epsilon", 0.0) or 0.4
-    return apex_epsilons(n, epsilon, getattr(config, "apex_alpha", 7.0))
-
-
 def frames_per_update(config):
     """Frames collected per SGD step under the replay ratio: learn_period (DQN Zoo), or
     batch_size x action_repeats / R for rlpyt's --replay-ratio R where qzoo has it."""
     ratio = getattr(config, "replay_ratio", 0.0)
     return config.batch_size * config.action_repeats / ratio if ratio else config.learn_period
-
-
-def _lost_errors():
-    import ray.exceptions as e
-
-    return tuple(getattr(e, name) for name in ("RayActorError", "ActorUnavailableError")
-                 if hasattr(e, name))  # fmt: skip
 
 
 class RayTrainer(Trainer):
@@ -155,10 +137,12 @@ class RayTrainer(Trainer):
         return self.updates < self._target_updates(self.frame_t)
 
     def _may_collect(self):
-        """Whether one more chunk keeps the learner within the tolerance of the ratio."""
+        """Whether an actor may start one more chunk: the updates the learner will owe
+        once the chunks in flight land are within the tolerance (5% of its updates, and
+        at least one chunk per actor, so that every actor can work while it keeps up)."""
         if self.learn_start_frame is None:
             return True
-        due = self._target_updates(self.frame_t + self.in_flight + self.chunk_frames)
+        due = self._target_updates(self.frame_t + self.in_flight)
         slack = max(TOLERANCE * due, len(self.actors) * self.chunk_frames / self.frames_per_update)
         return due - self.updates <= slack
 
@@ -203,7 +187,7 @@ class RayTrainer(Trainer):
                 self.idle.add(i)
                 try:
                     stats = ray.get(ref)
-                except _lost_errors() as e:
+                except lost_errors() as e:
                     self._lost("actor", i, e)
                     continue
                 self._check_pid("actor", i, stats["pid"])
@@ -221,7 +205,7 @@ class RayTrainer(Trainer):
                 try:
                     self.shard_stats[k] = ray.get(ref)
                     self._check_pid("replay shard", k, self.shard_stats[k][4])
-                except _lost_errors() as e:
+                except lost_errors() as e:
                     self._lost("replay shard", k, e)
                     self.shard_stats[k] = EMPTY
         stored = sum(s[0] for s in self.shard_stats)
@@ -250,7 +234,7 @@ class RayTrainer(Trainer):
         k = self.samples.pop(ready[0])
         try:
             batch = ray.get(ready[0])
-        except _lost_errors() as e:
+        except lost_errors() as e:
             self._lost("replay shard", k, e)
             self.shard_stats[k] = EMPTY
             return True
@@ -295,9 +279,8 @@ class RayTrainer(Trainer):
         previous evaluation ran count too); the phase's statistics."""
         started, frames = time.perf_counter(), self.frame_t
         self._progress = progress
-        end = self.iteration * self.config.train_frames
         try:
-            self._pump(lambda: self.frame_t >= end)
+            self.collect_until(self.iteration * self.config.train_frames)
         finally:
             self._progress = None
         duration = time.perf_counter() - started
@@ -310,6 +293,10 @@ class RayTrainer(Trainer):
                 "state_value": float(values.mean()) if values.size else math.nan,
                 "duration": duration}  # fmt: skip
 
+    def collect_until(self, frame):
+        """Acts and learns, the replay ratio held, until `frame` frames are collected."""
+        self._pump(lambda: self.frame_t >= frame)
+
     def eval_phase(self, num_frames, progress=None):
         """The evaluator plays `num_frames` frames with the newest weights while actors
         and learner go on."""
@@ -321,7 +308,7 @@ class RayTrainer(Trainer):
             self._pump(lambda ref=ref: bool(ray.wait([ref], timeout=0)[0]), extra=[ref])
             try:
                 stats = ray.get(ref)
-            except _lost_errors() as e:
+            except lost_errors() as e:
                 self._lost("evaluator", 0, e)
                 continue
             if progress is not None:

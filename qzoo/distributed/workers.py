@@ -18,6 +18,8 @@ import numpy as np
 import torch
 
 from qzoo.actors import Actor, Policy
+from qzoo.explore import apex_epsilons
+from qzoo.loop import uses_epsilon
 from qzoo.networks import make_network
 from qzoo.objectives import make_objective
 from qzoo.replay.batch import Row
@@ -27,6 +29,17 @@ from qzoo.streams import PARTS, Stream, Streams
 # Rows an actor steps before sending them (Ape-X's local buffer of 50 transitions,
 # Horgan et al. 2018, appendix: "the actors ... send ... every 50 steps").
 CHUNK_STEPS = 50
+
+
+def ray_epsilons(config):
+    """Ape-X's fixed epsilons over every environment of every actor (explore.py), or
+    zeros for noisy-net agents that do not act epsilon-greedily."""
+    n = config.actors * config.envs_per_actor
+    if not uses_epsilon(config):
+        return np.zeros(n)
+    # The sampling issue's --apex-epsilon / --apex-alpha when this qzoo has them.
+    epsilon = getattr(config, "apex_epsilon", 0.0) or 0.4
+    return apex_epsilons(n, epsilon, getattr(config, "apex_alpha", 7.0))
 
 
 def to_numpy(state_dict):
