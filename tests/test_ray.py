@@ -20,6 +20,7 @@ import pytest
 from qzoo import envs
 from qzoo.cli import main
 from qzoo.config import build_config
+from qzoo.distributed.cluster import Faults
 from qzoo.distributed.shards import ReplayShard
 from qzoo.replay.batch import Row
 
@@ -140,6 +141,29 @@ def test_uniform_shard_draws_each_stored_transition_alike():
     assert batch.weights is None
     # Slot 0 has 3 sampleable rows, slot 1 has 11; slots are picked by size (4 : 12).
     assert abs(np.mean(batch.indices[0] == 0) - 4 / 16) < 0.03
+
+
+def test_faults_count_restarts_by_new_process_and_stop_an_actor_that_keeps_dying(capsys):
+    faults = Faults()
+    faults.answered("actor", 1, pid=100)
+    faults.answered("actor", 1, pid=100)
+    assert faults.restarts["actor"] == 0
+    faults.lost("actor", 1, RuntimeError("gone"))  # a call lost: logged, not a restart
+    assert faults.restarts["actor"] == 0
+    faults.answered("actor", 1, pid=200)  # answers from a new process: restarted
+    assert faults.restarts == {"actor": 1, "replay shard": 0}
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "qzoo: ray: actor 1 lost (RuntimeError); Ray restarts it and the run continues",
+        "qzoo: ray: actor 1 restarted by Ray (process 100 -> 200); the run continues",
+    ]
+    for _ in range(Faults.MAX_LOSSES - 1):  # an answer in between resets the count
+        faults.lost("replay shard", 0, RuntimeError("gone"))
+    faults.answered("replay shard", 0, pid=300)
+    for _ in range(Faults.MAX_LOSSES - 1):
+        faults.lost("replay shard", 0, RuntimeError("gone"))
+    with pytest.raises(RuntimeError, match="replay shard 0 died 5 times in a row"):
+        faults.lost("replay shard", 0, RuntimeError("gone"))
 
 
 @pytest.fixture(scope="module")

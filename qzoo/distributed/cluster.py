@@ -9,6 +9,7 @@ process, replay shards and the evaluator take no CPU of their own (they mostly w
 import importlib.util
 import os
 import socket
+import sys
 
 from qzoo.errors import UserError
 
@@ -94,3 +95,34 @@ def lost_errors():
 
     return tuple(getattr(e, name) for name in ("RayActorError", "ActorUnavailableError")
                  if hasattr(e, name))  # fmt: skip
+
+
+class Faults:
+    """What the learner knows of its Ray actors' deaths: a call lost (logged; Ray
+    restarts the actor), an answer from a new process (a restart, counted for
+    results.csv, whether or not a call of ours was lost when it died), and an actor
+    that dies MAX_LOSSES times without answering once (its constructor fails, say),
+    which stops the run."""
+
+    MAX_LOSSES = 5
+
+    def __init__(self):
+        self.restarts = {"actor": 0, "replay shard": 0}
+        self.pids, self.losses = {}, {}
+
+    def lost(self, kind, index, error):
+        lost = self.losses[kind, index] = self.losses.get((kind, index), 0) + 1
+        if lost >= self.MAX_LOSSES:
+            raise RuntimeError(f"{kind} {index} died {lost} times in a row; last: {error}")
+        print(f"qzoo: ray: {kind} {index} lost ({type(error).__name__}); Ray restarts it "
+              "and the run continues", file=sys.stderr, flush=True)  # fmt: skip
+
+    def answered(self, kind, index, pid):
+        """A successful answer from process `pid` (None: not known)."""
+        self.losses.pop((kind, index), None)
+        old = self.pids.setdefault((kind, index), pid)
+        if pid is not None and old != pid:
+            self.pids[kind, index] = pid
+            self.restarts[kind] += 1
+            print(f"qzoo: ray: {kind} {index} restarted by Ray (process {old} -> {pid}); "
+                  "the run continues", file=sys.stderr, flush=True)  # fmt: skip

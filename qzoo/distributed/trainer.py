@@ -29,7 +29,6 @@ was in flight go to the new rows (as in Ape-X).
 """
 
 import math
-import sys
 import time
 import uuid
 from types import SimpleNamespace
@@ -38,7 +37,7 @@ import numpy as np
 import torch
 
 from qzoo import envs
-from qzoo.distributed.cluster import connect, lost_errors
+from qzoo.distributed.cluster import Faults, connect, lost_errors
 from qzoo.distributed.shards import ReplayShard
 from qzoo.distributed.workers import CHUNK_STEPS, ActorWorker, EvalWorker, ray_epsilons, to_numpy
 from qzoo.explore import LinearSchedule
@@ -93,7 +92,7 @@ class RayTrainer(Trainer):
         # Counters (checkpointed), statistics of the current iteration, restarts.
         self.updates, self.learn_start_frame = 0, None
         self.returns, self.state_values = [], np.full(config.actors, math.nan)
-        self.restarts, self.pids = {"actor": 0, "replay shard": 0}, {}
+        self.faults = Faults()
         self.waited = 0.0
         self._progress = None
         # The Ray actors; names (with a run token) let an operator find them.
@@ -188,9 +187,9 @@ class RayTrainer(Trainer):
                 try:
                     stats = ray.get(ref)
                 except lost_errors() as e:
-                    self._lost("actor", i, e)
+                    self.faults.lost("actor", i, e)
                     continue
-                self._check_pid("actor", i, stats["pid"])
+                self.faults.answered("actor", i, stats["pid"])
                 self.frame_t += stats["frames"]
                 self.returns.extend(stats["returns"])
                 self.state_values[i] = stats["state_value"]
@@ -204,9 +203,9 @@ class RayTrainer(Trainer):
                 k = self.adds.pop(ref)
                 try:
                     self.shard_stats[k] = ray.get(ref)
-                    self._check_pid("replay shard", k, self.shard_stats[k][4])
+                    self.faults.answered("replay shard", k, self.shard_stats[k][4])
                 except lost_errors() as e:
-                    self._lost("replay shard", k, e)
+                    self.faults.lost("replay shard", k, e)
                     self.shard_stats[k] = EMPTY
         stored = sum(s[0] for s in self.shard_stats)
         if self.learn_start_frame is None and stored >= self.config.min_replay_size:
@@ -235,7 +234,7 @@ class RayTrainer(Trainer):
         try:
             batch = ray.get(ready[0])
         except lost_errors() as e:
-            self._lost("replay shard", k, e)
+            self.faults.lost("replay shard", k, e)
             self.shard_stats[k] = EMPTY
             return True
         if batch is None:  # the shard cannot sample (yet, or again after a restart)
@@ -255,20 +254,6 @@ class RayTrainer(Trainer):
         if self.updates % self.config.ray_publish_period == 0:
             self._publish()
         return True
-
-    def _lost(self, kind, index, error):
-        print(f"qzoo: ray: {kind} {index} lost ({type(error).__name__}); Ray restarts it "
-              "and the run continues", file=sys.stderr, flush=True)  # fmt: skip
-
-    def _check_pid(self, kind, index, pid):
-        """Counts a restart when a Ray actor answers from a new process (whether or not a
-        call of ours failed when it died)."""
-        old = self.pids.setdefault((kind, index), pid)
-        if old != pid:
-            self.pids[kind, index] = pid
-            self.restarts[kind] += 1
-            print(f"qzoo: ray: {kind} {index} restarted by Ray (process {old} -> {pid}); "
-                  "the run continues", file=sys.stderr, flush=True)  # fmt: skip
 
     def _transitions_added(self):
         return sum(s[1] for s in self.shard_stats)
@@ -309,8 +294,9 @@ class RayTrainer(Trainer):
             try:
                 stats = ray.get(ref)
             except lost_errors() as e:
-                self._lost("evaluator", 0, e)
+                self.faults.lost("evaluator", 0, e)
                 continue
+            self.faults.answered("evaluator", 0, None)
             if progress is not None:
                 progress(num_frames, SimpleNamespace(completed=[]))
             return stats
@@ -343,8 +329,8 @@ class RayTrainer(Trainer):
             "replay_ratio": sampled / (collected / config.action_repeats) if collected else math.nan,
             "replay_ratio_target": config.batch_size * config.action_repeats / self.frames_per_update,
             "learner_wait_fraction": waited / elapsed,
-            "actor_restarts": self.restarts["actor"],
-            "replay_shard_restarts": self.restarts["replay shard"],
+            "actor_restarts": self.faults.restarts["actor"],
+            "replay_shard_restarts": self.faults.restarts["replay shard"],
         })  # fmt: skip
         return row
 
