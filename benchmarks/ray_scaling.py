@@ -50,15 +50,19 @@ def measure(args, actors):
                "replay_shards": str(min(actors, args.shards)),
                "envs_per_actor": str(args.envs_per_actor), "progress": "false",
                "iterations": "1000", "threads": "1"}  # fmt: skip
+    options["replay_capacity"] = str(args.capacity)
     if args.mode == "collect":
-        options.update(replay_capacity=str(args.capacity), min_replay_capacity_fraction="1")
+        options["min_replay_capacity_fraction"] = "1"
     config = build_config(args.agent, options)
     info = envs.describe(config)
     ray.init(num_cpus=max(actors, machine_cpus()), include_dashboard=False,
              log_to_driver=False, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})  # fmt: skip
     try:
         trainer = RayTrainer(config, info)
-        trainer.collect_until(3 * actors * trainer.chunk_frames)  # warm-up
+        # Warm-up: every process started, and in train mode the replay's minimum fill.
+        trainer.collect_until(3 * actors * trainer.chunk_frames)
+        while args.mode == "train" and trainer.learn_start_frame is None:
+            trainer.collect_until(trainer.frame_t + trainer.chunk_frames)
         started, frames, updates, waited = (time.perf_counter(), trainer.frame_t,
                                             trainer.updates, trainer.waited)  # fmt: skip
         while time.perf_counter() - started < args.seconds:
@@ -98,7 +102,8 @@ def main():
     parser.add_argument("--mode", choices=("collect", "train"), default="collect")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--capacity", type=int, default=200_000,
-                        help="collect mode: replay capacity (never filled)")  # fmt: skip
+                        help="replay capacity (collect mode: never filled; train mode: "
+                        "learning starts at the agent's fraction of it)")  # fmt: skip
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
