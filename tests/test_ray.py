@@ -143,13 +143,20 @@ def test_uniform_shard_draws_each_stored_transition_alike():
     assert abs(np.mean(batch.indices[0] == 0) - 4 / 16) < 0.03
 
 
+class ActorUnavailableError(Exception):
+    """Named as Ray's error for a call to an actor that Ray is restarting."""
+
+
 def test_faults_count_restarts_by_new_process_and_stop_an_actor_that_keeps_dying(capsys):
-    faults = Faults()
+    now = [0.0]
+    faults = Faults(clock=lambda: now[0])
     faults.answered("actor", 1, pid=100)
     faults.answered("actor", 1, pid=100)
     assert faults.restarts["actor"] == 0
-    faults.lost("actor", 1, RuntimeError("gone"))  # a call lost: logged, not a restart
-    assert faults.restarts["actor"] == 0
+    for _ in range(10):  # one death: every call in flight fails, then "restarting"
+        faults.lost("actor", 1, RuntimeError("died"))
+        faults.lost("actor", 1, ActorUnavailableError("restarting"))
+    assert faults.restarts["actor"] == 0  # a call lost is not yet a restart
     faults.answered("actor", 1, pid=200)  # answers from a new process: restarted
     assert faults.restarts == {"actor": 1, "replay shard": 0}
     err = capsys.readouterr().err.splitlines()
@@ -157,13 +164,17 @@ def test_faults_count_restarts_by_new_process_and_stop_an_actor_that_keeps_dying
         "qzoo: ray: actor 1 lost (RuntimeError); Ray restarts it and the run continues",
         "qzoo: ray: actor 1 restarted by Ray (process 100 -> 200); the run continues",
     ]
-    for _ in range(Faults.MAX_LOSSES - 1):  # an answer in between resets the count
-        faults.lost("replay shard", 0, RuntimeError("gone"))
-    faults.answered("replay shard", 0, pid=300)
+    # Deaths a second or more apart without an answer: the fifth stops the run.
     for _ in range(Faults.MAX_LOSSES - 1):
-        faults.lost("replay shard", 0, RuntimeError("gone"))
+        faults.lost("replay shard", 0, RuntimeError("died"))
+        now[0] += 1.5
+    faults.answered("replay shard", 0, pid=300)  # an answer in between resets the count
+    for _ in range(Faults.MAX_LOSSES - 1):
+        faults.lost("replay shard", 0, RuntimeError("died"))
+        faults.lost("replay shard", 0, ActorUnavailableError("restarting"))  # not counted
+        now[0] += 1.5
     with pytest.raises(RuntimeError, match="replay shard 0 died 5 times in a row"):
-        faults.lost("replay shard", 0, RuntimeError("gone"))
+        faults.lost("replay shard", 0, RuntimeError("died"))
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,11 @@ process, replay shards and the evaluator take no CPU of their own (they mostly w
 """
 
 import importlib.util
+import math
 import os
 import socket
 import sys
+import time
 
 from qzoo.errors import UserError
 
@@ -98,31 +100,48 @@ def lost_errors():
 
 
 class Faults:
-    """What the learner knows of its Ray actors' deaths: a call lost (logged; Ray
-    restarts the actor), an answer from a new process (a restart, counted for
-    results.csv, whether or not a call of ours was lost when it died), and an actor
-    that dies MAX_LOSSES times without answering once (its constructor fails, say),
-    which stops the run."""
+    """What the learner knows of its Ray actors' deaths.
+
+    A lost call is logged once per outage (every call in flight fails with one death,
+    and calls made while Ray restarts the actor fail as "unavailable"); an answer from
+    a new process is a restart, counted for results.csv whether or not a call of ours
+    was lost. An actor that dies MAX_LOSSES times (deaths at least a second apart, so
+    that one death's burst of failed calls counts once) without answering in between
+    (its constructor fails, say: Ray then reports it dead at every call) stops the run.
+    """
 
     MAX_LOSSES = 5
 
-    def __init__(self):
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
         self.restarts = {"actor": 0, "replay shard": 0}
-        self.pids, self.losses = {}, {}
+        self.pids, self.losses, self.last_death, self.down = {}, {}, {}, set()
 
     def lost(self, kind, index, error):
-        lost = self.losses[kind, index] = self.losses.get((kind, index), 0) + 1
+        key = (kind, index)
+        if key not in self.down:
+            self.down.add(key)
+            print(f"qzoo: ray: {kind} {index} lost ({type(error).__name__}); Ray restarts "
+                  "it and the run continues", file=sys.stderr, flush=True)  # fmt: skip
+        if type(error).__name__ == "ActorUnavailableError":
+            return  # restarting: it will answer again
+        now = self.clock()
+        if now - self.last_death.get(key, -math.inf) < 1.0:
+            return  # the same death
+        self.last_death[key] = now
+        lost = self.losses[key] = self.losses.get(key, 0) + 1
         if lost >= self.MAX_LOSSES:
             raise RuntimeError(f"{kind} {index} died {lost} times in a row; last: {error}")
-        print(f"qzoo: ray: {kind} {index} lost ({type(error).__name__}); Ray restarts it "
-              "and the run continues", file=sys.stderr, flush=True)  # fmt: skip
 
     def answered(self, kind, index, pid):
         """A successful answer from process `pid` (None: not known)."""
-        self.losses.pop((kind, index), None)
-        old = self.pids.setdefault((kind, index), pid)
+        key = (kind, index)
+        self.down.discard(key)
+        self.losses.pop(key, None)
+        self.last_death.pop(key, None)
+        old = self.pids.setdefault(key, pid)
         if pid is not None and old != pid:
-            self.pids[kind, index] = pid
+            self.pids[key] = pid
             self.restarts[kind] += 1
             print(f"qzoo: ray: {kind} {index} restarted by Ray (process {old} -> {pid}); "
                   "the run continues", file=sys.stderr, flush=True)  # fmt: skip
