@@ -247,10 +247,18 @@ _ACTS_ONLY_WITH = {
 # Training on Ray (issue 14, qzoo/distributed/): options that only act with --ray, and
 # the relations of a --ray run. Whether Ray is installed, the address reachable and
 # the cluster big enough for --actors is checked on connecting (distributed/cluster.py).
-_ACTS_ONLY_WITH.update({
-    name: (None, (), lambda c, d: c.ray, "--ray")
-    for name in ("address", "actors", "envs_per_actor", "replay_shards", "ray_publish_period")
-})  # fmt: skip
+_RAY_ONLY = ("address", "actors", "envs_per_actor", "replay_shards", "ray_publish_period")
+# Ape-X's fixed per-environment epsilons replace the decaying schedule on Ray.
+_NOT_ON_RAY = ("exploration_epsilon_begin_value", "exploration_epsilon_end_value",
+               "exploration_epsilon_decay_frame_fraction")  # fmt: skip
+_ACTS_ONLY_WITH.update({name: (None, (), lambda c, d: c.ray, "--ray") for name in _RAY_ONLY})
+_ACTS_ONLY_WITH.update(
+    {
+        name: (None, (), lambda c, d: not c.ray,
+               "a run without --ray (on Ray, actors keep Ape-X's fixed epsilons)")
+        for name in _NOT_ON_RAY
+    }
+)  # fmt: skip
 
 
 def valid_address(text):

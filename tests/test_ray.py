@@ -48,6 +48,8 @@ def _one_error_line(err, fragment):
         (CARTPOLE + ["--ray", "--actors", "2", "--replay-shards", "3"],
          "--replay-shards: bad value 3; expected at most --actors 2"),
         (CARTPOLE + ["--ray", "--num-envs", "4"], "use --envs-per-actor"),
+        (CARTPOLE + ["--ray", "--exploration-epsilon-end-value", "0.01"],
+         "it only acts with a run without --ray"),
         (CARTPOLE + ["--ray", "--actors", "2", "--replay-capacity", "3", "--batch-size", "1",
                      "--min-replay-capacity-fraction", "1"],
          "at most the replay's rows per environment"),
