@@ -90,7 +90,7 @@ class RayTrainer(Trainer):
                                          / self.frames_per_update))  # fmt: skip
         self.chunk_frames = CHUNK_STEPS * config.envs_per_actor * config.action_repeats
         # Counters (checkpointed), statistics of the current iteration, restarts.
-        self.updates, self.learn_start_frame = 0, None
+        self.updates, self.learn_start_frame, self.transitions = 0, None, 0
         self.returns, self.state_values = [], np.full(config.actors, math.nan)
         self.faults = Faults()
         self.waited = 0.0
@@ -195,6 +195,9 @@ class RayTrainer(Trainer):
                 self.state_values[i] = stats["state_value"]
                 k = i % len(self.shards)
                 self.adds[self.shards[k].add.remote(i // len(self.shards), data)] = k
+                # Transitions sent (beta anneals over them, as over a local replay's
+                # additions; a shard's own count restarts with it).
+                self.transitions += CHUNK_STEPS * self.config.envs_per_actor
                 if self._progress is not None:
                     self._progress(stats["frames"], SimpleNamespace(completed=self.returns))
         if self.adds:
@@ -214,7 +217,7 @@ class RayTrainer(Trainer):
     def _prefetch(self):
         if self.learn_start_frame is None:
             return
-        beta = self.importance_sampling_exponent(self._transitions_added())
+        beta = self.importance_sampling_exponent(self.transitions)
         for k, shard in enumerate(self.shards):
             if not self.shard_stats[k][2]:
                 continue
@@ -254,9 +257,6 @@ class RayTrainer(Trainer):
         if self.updates % self.config.ray_publish_period == 0:
             self._publish()
         return True
-
-    def _transitions_added(self):
-        return sum(s[1] for s in self.shard_stats)
 
     # ---- phases (Trainer.run_iteration calls them) -----------------------------
     def train_phase(self, num_frames, progress=None):
@@ -306,7 +306,7 @@ class RayTrainer(Trainer):
             time.perf_counter(),
             self.frame_t,
             self.updates,
-            self._transitions_added(),
+            self.transitions,
             self.waited,
         )
 
@@ -338,25 +338,33 @@ class RayTrainer(Trainer):
         if not self.config.prioritized:
             return {}
         return {
-            "importance_sampling_exponent": self.importance_sampling_exponent(
-                self._transitions_added()
-            ),
+            "importance_sampling_exponent": self.importance_sampling_exponent(self.transitions),
             "max_seen_priority": float(np.nanmax([s[3] for s in self.shard_stats] + [1.0])),
         }
 
     # ---- checkpointing and the end ---------------------------------------------
     def state_dict(self):
         """Trainer's state; the replay is every shard's (unless --no-checkpoint-replay)."""
-        import ray
-
         replay = None
         if self.config.checkpoint_replay:
-            replay = ray.get([shard.state_dict.remote() for shard in self.shards])
+            replay = [self._shard_state(k) for k in range(len(self.shards))]
         start = -1 if self.learn_start_frame is None else self.learn_start_frame
         return {"iteration": self.iteration, "frame_t": self.frame_t,
                 "wall_time": self.wall_time, "learner": self.learner.state_dict(),
                 "replay": replay, "streams": self.streams.state_dict(),
-                "ray": {"updates": self.updates, "learn_start_frame": start}}  # fmt: skip
+                "ray": {"updates": self.updates, "learn_start_frame": start,
+                        "transitions": self.transitions}}  # fmt: skip
+
+    def _shard_state(self, k):
+        """Shard k's replay, waiting for Ray to restart it if it is down."""
+        import ray
+
+        while True:
+            try:
+                return ray.get(self.shards[k].state_dict.remote())
+            except lost_errors() as e:
+                self.faults.lost("replay shard", k, e)
+                time.sleep(0.5)
 
     def load_state_dict(self, state):
         import ray
@@ -366,6 +374,7 @@ class RayTrainer(Trainer):
         self.learner.load_state_dict(state["learner"])
         self.streams.load_state_dict(state["streams"])
         self.updates = int(state["ray"]["updates"])
+        self.transitions = int(state["ray"]["transitions"])
         start = int(state["ray"]["learn_start_frame"])
         self.learn_start_frame = None if start < 0 else start
         if state["replay"] is not None:
