@@ -7,6 +7,7 @@ process, replay shards and the evaluator take no CPU of their own (they mostly w
 """
 
 import importlib.util
+import logging
 import math
 import os
 import socket
@@ -57,6 +58,7 @@ def connect(config):
 
     started = False
     if not ray.is_initialized():
+        # Ray's own INFO and WARNING lines would bury qzoo's (and a refusal's one line).
         # Actors and shards run one PyTorch thread each: N processes of all-cores
         # thread pools would slow each other down by an order of magnitude.
         runtime_env = {"env_vars": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}
@@ -64,12 +66,13 @@ def connect(config):
             if config.actors > machine_cpus():
                 raise _too_many(config.actors, machine_cpus(), "this machine's")
             ray.init(num_cpus=machine_cpus(), include_dashboard=False, log_to_driver=False,
-                     runtime_env=runtime_env)  # fmt: skip
+                     runtime_env=runtime_env, logging_level=logging.ERROR)  # fmt: skip
         else:
             if config.address != "auto":
                 check_reachable(config.address)
             try:
-                ray.init(address=config.address, log_to_driver=False, runtime_env=runtime_env)
+                ray.init(address=config.address, log_to_driver=False, runtime_env=runtime_env,
+                         logging_level=logging.ERROR)  # fmt: skip
             except ConnectionError as e:
                 raise UserError(
                     f"--address {config.address}: {str(e).splitlines()[0]} (start one with "
