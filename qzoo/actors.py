@@ -19,6 +19,7 @@ import torch
 
 from qzoo import envs
 from qzoo.explore import epsilon_greedy
+from qzoo.heads import mix_heads, random_convex_combination
 from qzoo.replay.batch import Row
 from qzoo.replay.frames import FrameStacker
 
@@ -30,31 +31,58 @@ class Policy:
     newest weights); an actor elsewhere owns a copy and calls `load_weights`.
     """
 
-    def __init__(self, network, tau_samples):
+    def __init__(self, network, tau_samples, deep_exploration=None):
         """`tau_samples`: IQN's K, the taus averaged to choose an action (ignored by
-        other networks)."""
+        other networks). `deep_exploration`: None, or "identity" / "stochastic" for a
+        multi-head network acting in each episode on one random head / one random
+        convex combination of its heads (batch_rl's MultiNetworkDQNAgent with
+        use_deep_exploration, after Bootstrapped DQN, Osband et al. 2016)."""
         self.network = network
         self.device = next(network.parameters()).device
         # IQN acts on the mean over K sampled taus (DQN Zoo's tau_samples_policy).
         self.tau_samples = tau_samples if network.kind == "implicit_quantile" else None
+        self.deep_exploration = deep_exploration
+        self._episode_weights = None  # [N, K]: each environment's head mixture
 
     def load_weights(self, state_dict):
         self.network.load_state_dict(state_dict)
 
     @torch.no_grad()
-    def __call__(self, observation, epsilon, generator):
+    def __call__(self, observation, epsilon, generator, first=None):
         """Actions [N] (numpy int64) for observations [N, ...] and epsilons [N], and
-        the mean over environments of max_a Q (DQN Zoo's state value statistic)."""
+        the mean over environments of max_a Q (DQN Zoo's state value statistic).
+        `first` [N] (bool) marks the environments whose episode starts here."""
         obs = torch.as_tensor(observation, device=self.device)
         taus = None
         if self.tau_samples is not None:
             taus = torch.rand(len(obs), self.tau_samples, device=self.device, generator=generator)
-        q = self.network(obs, taus, generator=generator).q_values.float()
+        out = self.network(obs, taus, generator=generator)
+        if self.deep_exploration is None:
+            q = out.q_values.float()
+        else:
+            q = self._episode_q(out.q_heads.float(), first, generator)
         epsilon = torch.as_tensor(epsilon, dtype=torch.float32, device=self.device)
         actions = epsilon_greedy(q, epsilon, generator)
         # One device-to-host copy for both (exact: actions are small integers).
         both = torch.cat([actions.float(), q.max(dim=1).values.mean()[None]]).cpu().numpy()
         return both[:-1].astype(np.int64), float(both[-1])
+
+    def _episode_q(self, q_heads, first, generator):
+        """Q of each environment's episode mixture; a new one where an episode starts
+        (batch_rl draws it in begin_episode and keeps it for the whole episode)."""
+        n, _, k = q_heads.shape
+        if self._episode_weights is None or len(self._episode_weights) != n:
+            self._episode_weights = torch.full((n, k), 1.0 / k, device=self.device)
+            first = np.ones(n, bool)
+        if first is not None and first.any():
+            if self.deep_exploration == "stochastic":
+                new = random_convex_combination(k, (n,), generator, self.device)
+            else:
+                head = torch.randint(k, (n,), generator=generator, device=self.device)
+                new = torch.nn.functional.one_hot(head, k).float()
+            starts = torch.as_tensor(first, device=self.device)[:, None]
+            self._episode_weights = torch.where(starts, new, self._episode_weights)
+        return mix_heads(q_heads, self._episode_weights)
 
 
 class EpisodeStats:
@@ -121,11 +149,17 @@ class Actor:
         acted on (for replay) and the number of frames the environments advanced."""
         config, step = self.config, self._step
         epsilon = np.full(self.num_envs, self.epsilon(frame_t), np.float32)
-        actions, state_value = self.policy(self._obs, epsilon, self.stream.torch)
-        self.state_value.step(state_value, config.action_repeats)
         reward = np.clip(step.reward, -config.max_abs_reward, config.max_abs_reward)
+        # R2D1 hook (recurrent_policy.py): a recurrent policy resets the state of the
+        # environments starting episodes and sees the reward replay stores.
+        if hasattr(self.policy, "observe"):
+            self.policy.observe(step.first, reward)
+        actions, state_value = self.policy(self._obs, epsilon, self.stream.torch, step.first)
+        self.state_value.step(state_value, config.action_repeats)
+        # R2D1 hook: a recurrent policy's agent_info (the state it acted from) rides along.
         row = Row(step.frame, actions, reward, step.first, step.last,
-                  step.terminated | step.life_loss)  # fmt: skip
+                  step.terminated | step.life_loss,
+                  getattr(self.policy, "agent_info", None))  # fmt: skip
         self._step = self._env.step(actions)
         self._obs = self._stacker.push(self._step.frame, self._step.first)
         self.episodes.step(self._step)

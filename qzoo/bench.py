@@ -1,7 +1,8 @@
 """`qzoo bench`: speed and memory figures as JSON lines (never timed assertions).
 
-qzoo bench replay [--capacity N] [--num-envs B] [--batch-size 32] [--seconds S]
-                  [--n-steps 1] [--prioritized]
+qzoo bench replay [--env pong] [--replay-compression none|lz4|zstd] [--capacity N]
+                  [--num-envs B] [--batch-size 32] [--seconds S] [--n-steps 1]
+                  [--prioritized]
 qzoo bench train [--agent dqn] [--env pong] [--frames N] [--warmup-transitions 5000]
                  [any train option that changes training: --num-envs, --device, ...]
 """
@@ -15,9 +16,11 @@ import time
 import numpy as np
 import torch
 
-from qzoo.config import PRESETS, build_config, option
-from qzoo.options import Choice, Int, Real, bad_value
+from qzoo.config import PRESETS, Config, build_config, option
+from qzoo.options import Choice, Int, Real, Text, bad_value
 from qzoo.threads import usable_cores
+
+_COMPRESSION = {f.name: f for f in dataclasses.fields(Config)}["replay_compression"].metadata
 
 
 # The command line is parsed in cli.py from these dataclasses, as `qzoo train` is from
@@ -26,6 +29,11 @@ from qzoo.threads import usable_cores
 class ReplayBench:
     """The options of `qzoo bench replay`."""
 
+    env: str = option("pong", "replay", "the game whose frames of play (random actions) fill "
+                      "the replay; noise: random bytes, the worst case for compression",
+                      Text(describe="an environment name or noise"))  # fmt: skip
+    replay_compression: str = option("none", "replay", _COMPRESSION["help"],
+                                     _COMPRESSION["domain"])  # fmt: skip
     capacity: int = option(100_000, "replay", "transitions", Int(1, 10**9))
     num_envs: int = option(1, "replay", "environments writing a row at once", Int(1, 1024))
     batch_size: int = option(32, "replay", "transitions per sampled batch", Int(1, 65_536))
@@ -63,52 +71,25 @@ def _peak_rss_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def bench_replay(capacity=100_000, num_envs=1, batch_size=32, seconds=3.0, n_steps=1,
-                 prioritized=False):  # fmt: skip
-    """Adds per second, batches sampled per second and bytes per Atari transition;
-    with `prioritized`, also priority updates of a batch per second."""
-    from qzoo.replay import FrameStorage, PrioritizedSampler, Replay, Row, UniformSampler
-
-    config = {"capacity": capacity, "num_envs": num_envs, "batch_size": batch_size,
-              "n_steps": n_steps, "prioritized": prioritized, **_machine()}  # fmt: skip
+def bench_replay(env="pong", replay_compression="none", capacity=100_000, num_envs=1,
+                 batch_size=32, seconds=3.0, n_steps=1, prioritized=False):  # fmt: skip
+    """Bytes per transition of a replay filled with `env`'s frames of play, adds per
+    second and batches sampled per second; with `prioritized`, also priority updates
+    of a batch per second."""
+    config = {"env": env, "replay_compression": replay_compression, "capacity": capacity,
+              "num_envs": num_envs, "batch_size": batch_size, "n_steps": n_steps,
+              "prioritized": prioritized, **_machine()}  # fmt: skip
     rss_before = _peak_rss_bytes()
-    storage = FrameStorage(capacity, num_envs, (84, 84), np.uint8, 18, 4, n_steps, 0.99)
-    sample_rng = np.random.default_rng(0)
+    rows = play_rows(env, capacity, num_envs)
+    replay = bench_storage(next(rows), capacity, num_envs, n_steps, prioritized,
+                           replay_compression)  # fmt: skip
+    add_seconds = fill(replay, rows)
+    emit("replay_bytes_per_transition", replay_bytes(replay) / replay.size, "bytes", **config)
+    emit("replay_adds_per_second", replay.size / add_seconds, "transitions/s", **config)
+    emit("replay_batches_per_second", batches_per_second(replay, batch_size, seconds),
+         "batches/s", **config)  # fmt: skip
     if prioritized:
-        sampler = PrioritizedSampler(
-            storage, sample_rng, priority_exponent=0.6, uniform_sample_probability=1e-3
-        )
-    else:
-        sampler = UniformSampler(storage, sample_rng)
-    replay = Replay(storage, sampler)
-    rng = np.random.RandomState(1)
-    pool = rng.randint(0, 256, size=(64, num_envs, 84, 84), dtype=np.uint8)
-    actions = np.zeros(num_envs, np.int64)
-    rewards = np.zeros(num_envs, np.float32)
-    rows = storage.num_rows
-    # Episodes of ~1,000 steps, so that boundaries are exercised.
-    first = (np.arange(rows) % 1000) == 0
-    last = (np.arange(rows) % 1000) == 999
-    no = np.zeros(num_envs, bool)
-    start = time.perf_counter()
-    for t in range(rows):
-        replay.add(Row(pool[t % 64], actions, rewards, no | first[t], no | last[t], no | last[t]))
-    add_seconds = time.perf_counter() - start
-    stored = sum(
-        a.nbytes for a in (storage.frames, storage.actions, storage.rewards, storage.flags)
-    )
-    if prioritized:
-        stored += sampler.tree.nodes.nbytes
-    emit("replay_bytes_per_transition", stored / (rows * num_envs), "bytes", **config)
-    emit("replay_adds_per_second", rows * num_envs / add_seconds, "transitions/s", **config)
-    batches, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        replay.sample(batch_size)
-        batches += 1
-    emit(
-        "replay_batches_per_second", batches / (time.perf_counter() - start), "batches/s", **config
-    )
-    if prioritized:
+        rng = np.random.RandomState(1)
         updates, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
             batch = replay.sample(batch_size)
@@ -119,8 +100,100 @@ def bench_replay(capacity=100_000, num_envs=1, batch_size=32, seconds=3.0, n_ste
     emit("replay_peak_rss_growth", _peak_rss_bytes() - rss_before, "bytes", **config)
 
 
-def check_replay_bench(capacity, num_envs, n_steps, **unused):
-    """The replay must hold a stack of 4 and its n-step return per environment."""
+def play_rows(env, capacity, num_envs, seed=0):
+    """Yields the frame description (shape, dtype, actions), then replay `Row`s until
+    the replay is full: `env`'s frames of play with uniformly random actions, stored as
+    the Actor stores them (clipped rewards, life loss zeroes the discount); or, for
+    `env` "noise", random bytes in episodes of 1,000 rows (incompressible)."""
+    from qzoo import envs
+    from qzoo.replay import Row
+
+    rows = -(-capacity // num_envs)
+    if env == "noise":
+        yield (84, 84), np.uint8, 18
+        rng = np.random.RandomState(1)
+        pool = rng.randint(0, 256, size=(64, num_envs, 84, 84), dtype=np.uint8)
+        zeros, no = np.zeros(num_envs, np.int64), np.zeros(num_envs, bool)
+        for t in range(rows):
+            last = no | (t % 1000 == 999)
+            yield Row(pool[t % 64], zeros, zeros.astype(np.float32), no | (t % 1000 == 0),
+                      last, last)  # fmt: skip
+        return
+    config = build_config("dqn", {"env": env, "num_envs": num_envs, "seed": seed})
+    vector = envs.make(config, num_envs, seed)
+    try:
+        info = vector.info
+        yield info.frame_shape, info.frame_dtype, info.num_actions
+        rng = np.random.default_rng(seed)
+        step = vector.reset(seed=seed + 1)
+        for _ in range(rows):
+            actions = rng.integers(info.num_actions, size=num_envs)
+            reward = np.clip(step.reward, -config.max_abs_reward, config.max_abs_reward)
+            yield Row(step.frame, actions, reward, step.first, step.last,
+                      step.terminated | step.life_loss)  # fmt: skip
+            step = vector.step(actions)
+    finally:
+        vector.close()
+
+
+def bench_storage(frames, capacity, num_envs, n_steps, prioritized, compression, seed=0):
+    """An empty replay for frames described as `frames` (shape, dtype, num_actions),
+    with stacks of 4 and the standard prioritized settings."""
+    from qzoo.replay import FrameStorage, PrioritizedSampler, Replay, UniformSampler
+
+    frame_shape, frame_dtype, num_actions = frames
+    args = (capacity, num_envs, frame_shape, frame_dtype, num_actions, 4, n_steps, 0.99)
+    if compression == "none":
+        storage = FrameStorage(*args)
+    else:
+        from qzoo.replay.compressed import CompressedFrameStorage
+
+        storage = CompressedFrameStorage(*args, compression)
+    rng = np.random.default_rng(seed)
+    if prioritized:
+        return Replay(storage, PrioritizedSampler(storage, rng, priority_exponent=0.6,
+                                                  uniform_sample_probability=1e-3))  # fmt: skip
+    return Replay(storage, UniformSampler(storage, rng))
+
+
+def fill(replay, rows):
+    """Adds every row to `replay` (several replays: a list); returns the seconds the
+    adds took (per replay), not counting the time to make the rows."""
+    replays = replay if isinstance(replay, list) else [replay]
+    seconds = [0.0] * len(replays)
+    for row in rows:
+        for i, r in enumerate(replays):
+            start = time.perf_counter()
+            r.add(row)
+            seconds[i] += time.perf_counter() - start
+    return seconds if isinstance(replay, list) else seconds[0]
+
+
+def replay_bytes(replay):
+    """Bytes the replay holds: its storage, and the sum tree of prioritized sampling."""
+    tree = getattr(replay.sampler, "tree", None)
+    return replay.storage.nbytes + (0 if tree is None else tree.nodes.nbytes)
+
+
+def batches_per_second(replay, batch_size, seconds):
+    """Batches sampled per second over `seconds`, after 3 untimed ones (the first
+    batch pays one-time costs: numpy's lazy imports, the decode pool's allocation)."""
+    for _ in range(3):
+        replay.sample(batch_size)
+    batches, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        replay.sample(batch_size)
+        batches += 1
+    return batches / (time.perf_counter() - start)
+
+
+def check_replay_bench(capacity, num_envs, n_steps, replay_compression="none", **unused):
+    """The replay must hold a stack of 4 and its n-step return per environment; the
+    codec's package must be installed."""
+    if replay_compression != "none":
+        from qzoo.replay.compressed import require
+
+        require(replay_compression)
     rows = -(-capacity // num_envs)
     if n_steps + 4 > rows:
         raise bad_value("capacity", capacity, f"room for a stack of 4 and --n-steps {n_steps} "

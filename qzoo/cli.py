@@ -235,6 +235,9 @@ def agents():
         if preset.get("online"):  # values that apply only without --offline
             online = ", ".join(f"{k}={v}" for k, v in preset["online"].items())
             print(f"{'':10s} without --offline, also: {online}")
+        for domain, values in preset.get("domains", {}).items():  # e.g. R2D1 on CartPole
+            also = ", ".join(f"{k}={v}" for k, v in values.items())
+            print(f"{'':10s} on {domain} environments, also: {also}")
 
 
 def bench_command(argv):

@@ -139,6 +139,11 @@ class Config:
     uniform_sample_probability: float = option(1e-3, "replay", "mix of uniform sampling into "
                                                "the priorities", UNIT)
     normalize_weights: bool = option(True, "replay", "divide importance weights by their max")
+    # Compressed replay (replay/compressed.py): frames kept compressed, the same samples.
+    replay_compression: str = option("none", "replay", "keep replay frames compressed (lossless"
+                                     ", 12-55x less memory on Atari, slower sampling): lz4 "
+                                     "or zstd; needs pip install 'qzoo[compression]'",
+                                     Choice("none", "lz4", "zstd"))
     # Optimizer.
     optimizer: str = option("rmsprop_centered", "optimizer", "rmsprop_centered (DQN Zoo's, "
                             "eps inside the root) or adam; *_tf1: Dopamine's TF1 semantics",
@@ -170,6 +175,9 @@ class Config:
     exploration_epsilon_decay_frame_fraction: float = option(0.02, "schedule", "decay length "
                                                              "as a fraction of the run", UNIT)
     eval_exploration_epsilon: float = option(0.05, "schedule", "epsilon when evaluating", UNIT)
+    deep_exploration: bool = option(False, "schedule", "with --num-heads > 1, act in each "
+                                    "training episode on one random head (identity) or mixture "
+                                    "(stochastic) of the heads (batch_rl's online REM)")
     # Run.
     seed: int = option(1, "run", "seed of every random stream",
                        Int(0, 2**32 - 1, "an integer in [0, 2^32)"))
@@ -188,6 +196,24 @@ class Config:
     accept_changes: str = option("", "run", "on a resume, options that may differ from the "
                                  "saved run (comma-separated; only: iterations)",
                                  Text(empty_ok=True, describe="a comma-separated list"))
+    # R2D1 (Kapturowski et al. 2019) in rlpyt's form: recurrent.py, recurrent_policy.py,
+    # replay/sequences.py, objectives.R2D1SequenceLearning. Steps here are agent steps.
+    recurrent: bool = option(False, "network", "R2D1: an LSTM core fed the previous action "
+                             "and reward, trained on replayed sequences")
+    lstm_size: int = option(512, "network", "R2D1: LSTM units", SIZE)
+    burn_in_steps: int = option(40, "replay", "R2D1: steps of each sequence that only warm "
+                                "the recurrent state up (rlpyt's warmup_T)", Int(0, 10_000))
+    sequence_steps: int = option(80, "replay", "R2D1: trained steps of each sequence, after "
+                                 "the burn-in (rlpyt's batch_T)", Int(1, 10_000))
+    store_state_interval: int = option(40, "replay", "R2D1: the actor's recurrent state is "
+                                       "stored every K rows; sequences start only there",
+                                       Int(1, 10_000))
+    priority_eta: float = option(0.9, "replay", "R2D1: a sequence's priority is eta max |TD| "
+                                 "+ (1 - eta) mean |TD|", UNIT)
+    input_priorities: bool = option(True, "replay", "R2D1: new sequences enter at a priority "
+                                    "from the actor's Q-values (else the largest seen)")
+    value_rescale_eps: float = option(1e-3, "loss", "R2D1: eps of the value rescaling "
+                                      "h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x", POSITIVE)
     # Ray (issue 14; qzoo/distributed/, README "Training on Ray").
     ray: bool = option(False, "run", "train on Ray (Ape-X): --actors actor processes, "
                        "--replay-shards replay shards, this process learns")
@@ -285,7 +311,10 @@ def make_config(agent, env, domain, overrides, given=None):
     check_agent(agent)
     # A run is offline when it names a dataset (--offline DIR).
     preset = preset_values(agent, offline=bool(overrides.get("offline")))
-    values = {**preset, **DOMAIN_DEFAULTS.get(domain, {}), **overrides}
+    # A preset's own values for a domain (R2D1's sequences on CartPole) come after the
+    # domain's defaults.
+    domain_preset = PRESETS[agent].get("domains", {}).get(domain, {})
+    values = {**preset, **DOMAIN_DEFAULTS.get(domain, {}), **domain_preset, **overrides}
     config = Config(agent=agent, env=env, **values)
     options_lib.validate(config, domain, given)
     return config

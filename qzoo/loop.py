@@ -33,14 +33,14 @@ import time
 import numpy as np
 import torch
 
-from qzoo import envs
+from qzoo import envs, recurrent_policy
 from qzoo.actors import Actor, EpisodeStats, Policy
 from qzoo.envs.scores import normalized_columns
 from qzoo.errors import Diverged, UserError
 from qzoo.explore import LinearSchedule
 from qzoo.learner import Learner
-from qzoo.replay import Replay, UniformSampler, make_replay
-from qzoo.replay.frames import FrameStorage, observation_shape
+from qzoo.replay import Replay, UniformSampler, make_replay, replay_bytes_needed
+from qzoo.replay.frames import observation_shape
 from qzoo.streams import Streams
 
 
@@ -113,10 +113,7 @@ def check_peak_memory(config, info):
     process itself (a generous 1 GiB)."""
     replay = 0
     if not config.offline:
-        replay = FrameStorage.bytes_needed(
-            config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
-            info.num_actions,
-        )  # fmt: skip
+        replay = replay_bytes_needed(config, info)
     saving = max(replay // 10, 256 * 2**20) if config.checkpoint_replay else 0
     peak = replay + saving + 2**30
     available = _available_memory()
@@ -161,9 +158,13 @@ class Trainer:
             config.exploration_epsilon_begin_value, config.exploration_epsilon_end_value,
         )  # fmt: skip
         # In-process actors act with the learner's online network, by reference.
-        policy = Policy(self.learner.online, config.tau_samples_policy)
+        deep = config.head_mixing if config.deep_exploration else None
+        policy = Policy(self.learner.online, config.tau_samples_policy, deep)
+        evaluation = Policy(self.learner.online, config.tau_samples_policy)  # heads' mean
+        if config.recurrent:  # R2D1 hook: each actor carries its own recurrent state
+            policy, evaluation = recurrent_policy.pair(self.learner.online, config.num_envs)
         self.actor = Actor(config, self.info, policy, self.streams.actor, self.epsilon)
-        self.evaluator = Actor(config, self.info, policy, self.streams.evaluation,
+        self.evaluator = Actor(config, self.info, evaluation, self.streams.evaluation,
                                lambda _: config.eval_exploration_epsilon, eval_mode=True)  # fmt: skip
         self.iteration = 0
         self.frame_t = 0  # training frames so far (a persistent counter, as frame_t)
@@ -343,8 +344,9 @@ class Trainer:
     # ---- checkpointing --------------------------------------------------------
     def state_dict(self):
         """Everything that changes during a run: counters, learner, replay (unless
-        --no-checkpoint-replay), and every random stream."""
+        --no-checkpoint-replay), every random stream, and R2D1's recurrent states."""
         return {
+            **recurrent_policy.states(self),  # R2D1 hook: {} without --recurrent
             "iteration": self.iteration,
             "frame_t": self.frame_t,
             "wall_time": self.wall_time,
@@ -368,6 +370,7 @@ class Trainer:
         self.streams.load_state_dict(state["streams"])
         if self.replay_log is not None and state.get("replay_log") is not None:
             self.replay_log.load_state_dict(state["replay_log"])
+        recurrent_policy.load_states(self, state)  # R2D1 hook
 
 
 def uses_epsilon(config):

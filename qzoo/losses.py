@@ -246,3 +246,59 @@ def quantile_q_learning(
     dist_qa_t = dist_q_t[batch, :, a_t]
     dist_target = r_t[:, None] + discount_t[:, None] * dist_qa_t
     return quantile_regression_loss(dist_qa_tm1, tau_q_tm1, dist_target, huber_param)
+
+
+# ---- R2D1 (Kapturowski et al. 2019): value rescaling and the sequence loss ----------
+
+
+def signed_hyperbolic(x, eps=1e-3):
+    """Value rescaling h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x (Pohlen et al. 2018,
+    arXiv:1805.11593; R2D2/R2D1, rlpyt's `value_scale`; rlax.signed_hyperbolic).
+    Shrinks large returns roughly to their square root, so one network fits games whose
+    scores differ by orders of magnitude without clipping rewards. h(0) = 0, odd,
+    strictly increasing, and invertible (`signed_parabolic`)."""
+    return torch.sign(x) * (torch.sqrt(x.abs() + 1) - 1) + eps * x
+
+
+def signed_parabolic(x, eps=1e-3):
+    """h^-1(z) = sign(z) (((sqrt(1 + 4 eps (|z| + 1 + eps)) - 1) / (2 eps))^2 - 1), the
+    inverse of `signed_hyperbolic` (Pohlen et al. 2018, proposition A.2; rlpyt's
+    `inv_value_scale`; rlax.signed_parabolic)."""
+    z = (torch.sqrt(1 + 4 * eps * (x.abs() + 1 + eps)) - 1) / (2 * eps)
+    return torch.sign(x) * (z.square() - 1)
+
+
+def transformed_n_step_q_learning(q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector=None,
+                                  eps=1e-3):  # fmt: skip
+    """TD errors of R2D1's rescaled n-step (double) Q-learning (Kapturowski et al. 2019,
+    "Recurrent Experience Replay in Distributed RL", ICLR; rlpyt's R2D1.loss, B3.3 step 7):
+
+        y = h(r_t + discount_t * h^-1(q_t_value[a*])),   delta = y - q_tm1[a_tm1]
+
+    with a* = argmax q_t_selector (double Q: the online network), or argmax q_t_value.
+    `r_t` is the n-step return and `discount_t` holds gamma^k (0 after a termination), as
+    everywhere in qzoo. Any leading dims (here [T, B]): q_* [..., A], the rest [...].
+    The target carries no gradient. Returns delta [...]."""
+    selector = q_t_value if q_t_selector is None else q_t_selector
+    best = selector.argmax(dim=-1, keepdim=True)
+    bootstrap = q_t_value.gather(-1, best).squeeze(-1)
+    target = signed_hyperbolic(r_t + discount_t * signed_parabolic(bootstrap, eps), eps)
+    q_taken = q_tm1.gather(-1, a_tm1.long().unsqueeze(-1)).squeeze(-1)
+    return target.detach() - q_taken
+
+
+def valid_until_episode_end(transition_exists, dim=0):
+    """rlpyt's `valid_from_done` in qzoo's terms (B3.3 step 8): 1 for the steps of a
+    sequence up to its first step that starts no transition (an episode's LAST row, or a
+    row whose episode was abandoned), 0 from there on, since the unrolled state no longer
+    belongs to the episode after it. `transition_exists` [..., T, ...] bool along `dim`."""
+    return torch.cumprod(transition_exists.to(torch.float32), dim=dim)
+
+
+def sequence_priorities(abs_td, valid, eta=0.9, dim=0):
+    """R2D2's sequence priority (Kapturowski et al. 2019, eq. in sec. 2.3; rlpyt's
+    `pri_eta`): eta * max_t |delta_t| + (1 - eta) * mean_t |delta_t| over the valid steps
+    along `dim` (0 for a sequence with none)."""
+    abs_td = abs_td * valid
+    mean = abs_td.sum(dim) / valid.sum(dim).clamp(min=1)
+    return eta * abs_td.amax(dim) + (1 - eta) * mean

@@ -201,6 +201,10 @@ class SeparateNetworks(nn.Module):
 
 def make_network(config, info, observation_shape):
     """The network for `config` on an environment described by `info`."""
+    if config.recurrent:  # R2D1's recurrent network (recurrent.py)
+        from qzoo.recurrent import make_recurrent_network
+
+        return make_recurrent_network(config, info, observation_shape)
     if config.num_heads > 1 and config.separate_networks:
         one = dataclasses.replace(config, num_heads=1, separate_networks=False)
         members = [make_network(one, info, observation_shape) for _ in range(config.num_heads)]

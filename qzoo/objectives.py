@@ -226,9 +226,76 @@ class ImplicitQuantileQLearning:
         return _distributional_output(loss, out_tm1, batch.a_tm1, cql)
 
 
+class R2D1SequenceLearning:
+    """R2D1 (Kapturowski et al. 2019, ICLR; rlpyt's R2D1.loss, B3.3) on a `SequenceBatch`
+    (replay/sequences.py) of B sequences of W burn-in + T trained + n steps:
+
+    1. burn-in, no gradient: the online and the target network each run over steps
+       [0, W) from the stored state; where an episode began inside them, both end
+       states are zeroed (B3.3 step 4);
+    2. the online network runs over the trained steps [W, W + T) with gradient;
+    3. no gradient: the target network runs over [W, W + T + n) from its own state,
+       and with double Q the online one continues over the last n steps, so that the
+       bootstrap Q at each n-step target's row (gamma^k, qzoo's n-step returns) is
+       valued by the target and chosen by the online network;
+    4. delta = h(R + discount h^-1(Q_target)) - Q (losses.transformed_n_step_q_learning),
+       loss 1/2 delta^2 (rlpyt's delta_clip None), counted only up to each sequence's
+       episode end (losses.valid_until_episode_end, step 8).
+
+    Per-sequence losses are scaled so that the learner's (importance-weighted) mean over
+    sequences is rlpyt's valid-weighted mean over all B x T steps; priorities are
+    eta max + (1 - eta) mean of the valid |delta| (step 9).
+    """
+
+    def __init__(self, burn_in, double_q, eps, eta):
+        self.burn_in, self.double_q, self.eps, self.eta = burn_in, double_q, eps, eta
+
+    def __call__(self, online, target, batch, generator):
+        from qzoo.replay.sequences import stacked_observations
+
+        w, steps = self.burn_in, batch.action.shape[0]
+        obs = stacked_observations(batch.frames, batch.frame_mask)
+        prev_a, prev_r = batch.prev_action, batch.prev_reward
+        stored = (batch.state[..., 0, :].contiguous(), batch.state[..., 1, :].contiguous())
+        with torch.no_grad():
+            online_state = target_state = stored
+            if w > 0:
+                keep = (~batch.zero_state).float()[None, :, None]
+                online_state = online(obs[:w], prev_a[:w], prev_r[:w], stored)[1]
+                target_state = target(obs[:w], prev_a[:w], prev_r[:w], stored)[1]
+                online_state = tuple(x * keep for x in online_state)
+                target_state = tuple(x * keep for x in target_state)
+        trained = slice(w, w + steps)
+        q_tm1, end_state = online(obs[trained], prev_a[trained], prev_r[trained], online_state)
+        with torch.no_grad():
+            q_target = target(obs[w:], prev_a[w:], prev_r[w:], target_state)[0]  # [T + n, B, A]
+            index = batch.bootstrap[..., None].expand(-1, -1, q_target.shape[-1])
+            q_t = q_target.gather(0, index)
+            selector = None
+            if self.double_q:
+                tail = slice(w + steps, None)
+                end_state = tuple(x.detach() for x in end_state)
+                q_tail = online(obs[tail], prev_a[tail], prev_r[tail], end_state)[0]
+                selector = torch.cat([q_tm1.detach(), q_tail]).gather(0, index)
+        td = losses.transformed_n_step_q_learning(
+            q_tm1, batch.action, batch.r_t, batch.discount_t, q_t, selector, self.eps
+        )
+        valid = losses.valid_until_episode_end(batch.transition, dim=0)  # [T, B]
+        per_step = losses.l2_loss(td) * valid
+        # sum_b w_b loss_b / B = sum_{t,b} w_b valid l / sum valid: rlpyt's valid mean.
+        loss = per_step.sum(0) * (valid.shape[1] / valid.sum().clamp(min=1))
+        priorities = losses.sequence_priorities(td.detach().abs(), valid, self.eta, dim=0)
+        q_taken = q_tm1.detach().gather(-1, batch.action[..., None]).squeeze(-1)
+        mean_q = (q_taken * valid).sum(0) / valid.sum(0).clamp(min=1)
+        return LossOutput(loss, priorities, mean_q)
+
+
 def objective_key(config):
     """(distribution, head mixing): the mixing only counts with several heads, since
-    one head mixed either way is that head (None then)."""
+    one head mixed either way is that head (None then). R2D1's recurrent network has
+    its own: ("recurrent", None)."""
+    if config.recurrent:
+        return "recurrent", None
     return config.distribution, config.head_mixing if config.num_heads > 1 else None
 
 
@@ -250,6 +317,9 @@ OBJECTIVES = {
     ("none", "identity"): lambda c: EnsembleQLearning(c.double_q, c.grad_error_bound, c.cql_alpha),
     ("none", "stochastic"): lambda c: REMQLearning(
         c.num_heads, c.double_q, c.grad_error_bound, c.cql_alpha
+    ),
+    ("recurrent", None): lambda c: R2D1SequenceLearning(
+        c.burn_in_steps, c.double_q, c.value_rescale_eps, c.priority_eta
     ),
 }
 

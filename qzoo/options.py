@@ -240,8 +240,56 @@ _ACTS_ONLY_WITH = {
     "head_mixing": (None, (), lambda c, d: c.num_heads > 1, "--num-heads above 1"),
     "separate_networks": (False, ("num_heads",), lambda c, d: c.num_heads > 1,
                           "--num-heads above 1"),
+    "deep_exploration": (False, ("num_heads", "offline"),
+                         lambda c, d: c.num_heads > 1 and not c.offline,
+                         "--num-heads above 1, online"),
     "mlp_hidden": (None, (), lambda c, d: resolved_torso(c, d) == "mlp", "the mlp torso"),
+    "replay_compression": ("none", (), lambda c, d: not (c.offline or c.recurrent),
+                           ("the frame replay, not --offline's dataset or --recurrent's "
+                            "sequences")),
 }  # fmt: skip
+
+
+# ---- R2D1 (--recurrent): what sequences need, and what has no recurrent version ----
+def _recurrent_relations(config, domain):
+    c = config
+    if not c.recurrent:
+        return []
+    rows = -(-c.replay_capacity // c.num_envs)
+    rows = -(-rows // c.store_state_interval) * c.store_state_interval  # as sequences.py
+    need = c.burn_in_steps + c.sequence_steps + c.n_steps + c.frame_stack + c.store_state_interval
+    feed_forward_only = (  # (option, holds, its accepted value and why)
+        ("distribution", c.distribution == "none", "none (R2D1's network has plain Q-values)"),
+        ("num_heads", c.num_heads == 1, "1 (R2D1's network has one Q head)"),
+        ("noisy", not c.noisy, "false (R2D1's network has no noisy layers)"),
+        ("shared_bias", not c.shared_bias, "false (R2D1's heads are rlpyt's)"),
+        ("cql_alpha", c.cql_alpha == 0, "0 (R2D1's objective has no CQL term)"),
+        ("deep_exploration", not c.deep_exploration, "false (R2D1's network has one head)"),
+        ("grad_error_bound", c.grad_error_bound == 0,
+         "0 (R2D1's loss is 1/2 delta^2: rlpyt's delta_clip None)"),
+        ("offline", not c.offline, "'' (R2D1 needs the recurrent states its actor stores)"),
+        ("log_replay", not c.log_replay, "'' (the DQN Replay Dataset has no recurrent states)"),
+    )  # fmt: skip
+    return [
+        (("burn_in_steps", "sequence_steps", "n_steps", "frame_stack", "store_state_interval",
+          "replay_capacity", "num_envs"), need <= rows,
+         (f"--burn-in-steps + --sequence-steps + --n-steps + --frame-stack + "
+          f"--store-state-interval ({c.burn_in_steps} + {c.sequence_steps} + {c.n_steps} + "
+          f"{c.frame_stack} + {c.store_state_interval} = {need}) at most the replay's rows per "
+          f"environment (--replay-capacity {c.replay_capacity} / --num-envs {c.num_envs}, in "
+          f"multiples of --store-state-interval: {rows}), so that one sequence fits")),
+    ] + [((name, "recurrent"), holds, f"{flag(name)} {expected} with --recurrent (R2D1)")
+         for name, holds, expected in feed_forward_only]  # fmt: skip
+
+
+_ACTS_ONLY_WITH.update({
+    **{name: (None, (), lambda c, d: c.recurrent, "--recurrent (R2D1)")
+       for name in ("lstm_size", "burn_in_steps", "sequence_steps", "store_state_interval",
+                    "value_rescale_eps")},
+    **{name: (None, (), lambda c, d: c.recurrent and c.prioritized,
+              "--recurrent and --prioritized (R2D1's prioritized sequences)")
+       for name in ("priority_eta", "input_priorities")},
+})  # fmt: skip
 
 
 # Training on Ray (issue 14, qzoo/distributed/): options that only act with --ray, and
@@ -284,6 +332,8 @@ def _ray_relations(c):
          f"at most --actors {c.actors} (actor i writes to shard i mod K: more would stay empty)"),
         (("offline",), not c.offline,
          "no --offline with --ray: offline training on Ray is not built yet"),
+        (("recurrent",), not c.recurrent,
+         "false with --ray: R2D1 (sequences, recurrent state) on Ray is not built yet"),
         (("log_replay",), not c.log_replay,
          "no --log-replay with --ray: the experience is spread over replay shards"),
         (("replay_capacity", "actors", "envs_per_actor", "n_steps", "frame_stack"),
@@ -324,7 +374,9 @@ def validate(config, domain, given=None):
         if not domain_of_field.accepts(getattr(config, field.name)):
             raise bad_value(field.name, getattr(config, field.name), domain_of_field.expected)
     given = set(given or ())
-    for involved, holds, expected in _relations(config, domain):
+    for involved, holds, expected in _relations(config, domain) + _recurrent_relations(
+        config, domain
+    ):
         if not holds:
             blamed = next((name for name in involved if name in given), involved[0])
             raise bad_value(blamed, getattr(config, blamed), expected)
@@ -333,5 +385,9 @@ def validate(config, domain, given=None):
 
         if not torch.cuda.is_available():
             raise bad_value("device", "cuda", "auto or cpu: PyTorch finds no CUDA GPU here")
+    if config.replay_compression != "none":
+        from qzoo.replay.compressed import require
+
+        require(config.replay_compression)  # the codec's package, before any work
     if given:
         _check_acts(config, domain, given)

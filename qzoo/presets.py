@@ -182,17 +182,90 @@ PRESETS = {
         "STOCHASTIC; online, online/configs/rem.gin: 4 networks)",
         "overrides": {**_BATCH_RL, **_BATCH_RL_ADAM, "num_heads": 200, "head_mixing": "stochastic"},
         # The paper's online REM (online/configs/rem.gin): 4 separate networks (batch_rl's
-        # NatureDQNNetworks: Glorot) and an Adam epsilon 10x smaller. Its deep
-        # exploration (a new mixture per training episode) is not in qzoo yet: online
-        # REM explores epsilon-greedily.
+        # NatureDQNNetworks: Glorot), an Adam epsilon 10x smaller and deep exploration
+        # (use_deep_exploration: each training episode acts on a new random mixture of
+        # the 4 networks, epsilon-greedily; evaluation on their mean).
         "online": {
             "num_heads": 4,
             "separate_networks": True,
+            "deep_exploration": True,
             "init": "glorot",
             "optimizer_epsilon": 3.125e-5,
         },
     },
 }
+
+# R2D1 (Kapturowski et al. 2019) in rlpyt's form: rlpyt's algorithm defaults (B3.1) under
+# its experiment configs "r2d1" and "r2d1_long" (experiments/configs/atari/dqn/
+# atari_r2d1.py), converted to environment frames (4 per agent step). rlpyt updates once
+# per sampler batch: "r2d1" samples 30 steps x 32 envs = 960 steps and trains 32
+# sequences of 40 + 80 steps at replay ratio 4 (round(4 x 960 / 3,840) = 1 update), so
+# learn_period = 960 x 4 = 3,840 frames; the target copies every 2,500 updates = 9.6M
+# frames; min_steps_learn 1e5 steps = 10% of the 1M replay; epsilon 1 -> 0.01 over
+# eps_steps 1e6 - 1e5 steps = 3.6M frames of the run's 100e6 steps (100 iterations of
+# rlpyt's 1e6-step log interval); evaluation 161e3 steps, epsilon 0.001. Rewards are
+# not clipped (max_abs_reward 1e9). Adam's eps 1e-3 is PyTorch's, as rlpyt's.
+# Deviations: the network has qzoo's torso on 84x84 frames (recurrent.py); life losses
+# zero the discount but do not reset the recurrent state (episodes are games); IS
+# weights are qzoo's PER weights with no uniform mix, equal to rlpyt's (1/p)^beta / max.
+_R2D1 = {
+    "recurrent": True, "dueling": True, "double_q": True, "prioritized": True,
+    "discount": 0.997, "n_steps": 5, "burn_in_steps": 40, "sequence_steps": 80,
+    "store_state_interval": 40, "lstm_size": 512, "batch_size": 32, "num_envs": 32,
+    "priority_exponent": 0.9, "importance_sampling_exponent_begin_value": 0.6,
+    "importance_sampling_exponent_end_value": 0.6, "uniform_sample_probability": 0.0,
+    "priority_eta": 0.9, "input_priorities": True, "value_rescale_eps": 1e-3,
+    "optimizer": "adam", "learning_rate": 1e-4, "optimizer_epsilon": 1e-3,
+    "max_global_grad_norm": 80.0, "grad_error_bound": 0.0, "max_abs_reward": 1e9,
+    "replay_capacity": 1_000_000, "min_replay_capacity_fraction": 0.1,
+    "learn_period": 3_840, "target_network_update_period": 9_600_000,
+    "iterations": 100, "train_frames": 4_000_000, "eval_frames": 644_000,
+    "exploration_epsilon_end_value": 0.01, "exploration_epsilon_decay_frame_fraction": 0.009,
+    "eval_exploration_epsilon": 0.001,
+}  # fmt: skip
+# Small control tasks (CartPole, qzoo/StatelessCartPole-v1) and MinAtar: short sequences,
+# a small LSTM and updates often enough to learn in minutes (qzoo's choice, not rlpyt's).
+_R2D1_DOMAINS = {
+    "gym": {
+        "burn_in_steps": 10, "sequence_steps": 20, "store_state_interval": 10,
+        "lstm_size": 64, "batch_size": 16, "num_envs": 4, "n_steps": 3, "discount": 0.99,
+        "learn_period": 16, "target_network_update_period": 1_000,
+        "min_replay_capacity_fraction": 0.02, "max_global_grad_norm": 80.0,
+        "learning_rate": 1e-3, "optimizer_epsilon": 1e-3,
+    },
+    # MinAtar: the same short sequences (its domain default, a learning step every frame,
+    # would replay 32 sequences of 125 steps per frame). Runs; not tuned or benchmarked.
+    "minatar": {
+        "burn_in_steps": 10, "sequence_steps": 20, "store_state_interval": 10,
+        "lstm_size": 128, "batch_size": 16, "num_envs": 4, "n_steps": 3, "discount": 0.99,
+        "learn_period": 16, "target_network_update_period": 4_000,
+    },
+}  # fmt: skip
+
+PRESETS["r2d1"] = {
+    "paper": "Kapturowski, Ostrovski, Quan, Munos & Dabney 2019, Recurrent Experience "
+    "Replay in Distributed Reinforcement Learning, ICLR (R2D1 in rlpyt's form, config r2d1)",
+    "overrides": _R2D1,
+    "domains": _R2D1_DOMAINS,
+}
+# rlpyt's "r2d1_long": replay 4e6, 64 sequences at replay ratio 1 from 40 x 192 sampler
+# batches (one update per 7,680 steps = 30,720 frames; target every 2,500 updates =
+# 76.8M frames), epsilon 1 -> 0.1 (its per-environment eps_final_min 0.0005 is the
+# sampling options' --eps-final-min), 20e9 steps logged every 10e6 (2,000 iterations of
+# 40M frames), evaluation 168e3 steps. rlpyt also turns episodic lives off; qzoo's
+# dqn_zoo protocol keeps the life-loss discount (machado would add sticky actions).
+PRESETS["r2d1_long"] = {
+    "paper": PRESETS["r2d1"]["paper"].replace("config r2d1", "config r2d1_long"),
+    "overrides": {
+        **_R2D1, "replay_capacity": 4_000_000, "min_replay_capacity_fraction": 0.025,
+        "batch_size": 64, "num_envs": 192, "learn_period": 30_720,
+        "target_network_update_period": 76_800_000, "iterations": 2_000,
+        "train_frames": 40_000_000, "eval_frames": 672_000,
+        "exploration_epsilon_end_value": 0.1,
+        "exploration_epsilon_decay_frame_fraction": 3.6e6 / 8e10,
+    },
+    "domains": _R2D1_DOMAINS,
+}  # fmt: skip
 
 # Defaults for environments that are not Atari. Atari runs use Config() as is.
 DOMAIN_DEFAULTS = {

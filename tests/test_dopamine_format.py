@@ -290,3 +290,61 @@ def test_first_rows_is_dopamines_buffer_of_that_capacity(tmp_path):
             valid = storage.valid(np.arange(rows), np.full(rows, b))
             assert valid.tolist() == [reference_valid(data, i) for i in range(rows)]
         assert storage.full.tolist() == [True, True, int(files[2]["add_count"]) >= rows]
+
+
+def _resident_bytes(path):
+    """Rss of this process's mappings of `path` (/proc/self/smaps), in bytes."""
+    total, mine = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
+                mine = fields[-1] == str(path)
+            elif mine and fields[0] == "Rss:":
+                total += int(fields[1]) * 1024
+    return total
+
+
+def test_memory_mapped_frames_stay_under_the_resident_budget(tmp_path):
+    """Frames read through the maps leave the resident set once a budget's worth was
+    read, and the batches are the same as with every page kept."""
+    from qzoo.offline.cli import to_qzoo
+
+    writer = LoggedReplayWriter(tmp_path / "logs", 3000, (84, 84))
+    k = episodes(writer, [500] * 5)
+    writer.close()
+    to_qzoo(tmp_path / "logs", tmp_path / "q", quiet=True)
+    frames = tmp_path / "q" / "ckpt.0" / "observation.npy"  # 3,000 x 7,056 B = 20 MiB
+
+    def sample(budget, batches=40):
+        storage = DatasetStorage(list(load_qzoo(tmp_path / "q").values()),
+                                 resident_frame_bytes=budget)  # fmt: skip
+        replay = Replay(storage, UniformSampler(storage, np.random.default_rng(3)))
+        out = [replay.sample(32).s_tm1 for _ in range(batches)]
+        return out, _resident_bytes(frames)
+
+    assert k == 2501
+    kept, kept_rss = sample(1 << 40)  # never released
+    released, released_rss = sample(1 << 20)  # released every ~85 frames read
+    assert len(kept) == len(released)
+    for a, b in zip(kept, released):
+        np.testing.assert_array_equal(a, b)
+    # 40 batches x 32 x 8 frames touch most of the 20 MiB file when kept; released,
+    # at most the budget (1 MiB) plus one batch's pages (256 x 3 pages) stay.
+    assert kept_rss > 8 << 20, kept_rss
+    assert released_rss <= (1 << 20) + 256 * 3 * 4096, released_rss
+
+
+def test_the_writers_staging_maps_leave_the_resident_set(tmp_path):
+    """--log-replay's staging buffer is memory-mapped: its written pages leave the
+    process every _release_rows rows (and after a snapshot) and nothing is lost."""
+    writer = LoggedReplayWriter(tmp_path / "logs", 3000, (84, 84), staging=tmp_path / "s")
+    writer._release_rows = 100  # 256 MiB of rows in a run; 100 rows (690 KiB) here
+    episodes(writer, [500] * 4)  # 2,012 rows
+    staged = tmp_path / "s" / "observation.npy"
+    assert _resident_bytes(staged) <= 101 * 7056 + 2 * 4096
+    assert [int(writer.observation[r, 0, 0]) for r in (3, 502, 2011)] == [1, 244, 208]
+    writer.close()  # the final snapshot reads every row back from the maps
+    again = dopamine.read_checkpoint(tmp_path / "logs", 0)
+    np.testing.assert_array_equal(again["observation"][:2012], writer.observation[:2012])
+    assert again["observation"][2011, 0, 0] == 2000 % 256

@@ -249,3 +249,59 @@ def test_separate_networks_stack_their_q_values_into_heads():
     # The REM objective trains all four.
     objective = make_objective(config)
     assert isinstance(objective, REMQLearning) and objective.num_heads == 4
+
+
+class _FixedHeads(torch.nn.Module):
+    """A 'network' whose heads are given: q_heads [N, A, K] whatever the input."""
+
+    kind = "none"
+
+    def __init__(self, q_heads):
+        super().__init__()
+        self.q_heads = torch.nn.Parameter(q_heads, requires_grad=False)
+
+    def forward(self, obs, taus=None, generator=None):
+        return NetworkOutputs(self.q_heads.mean(-1), None, None, self.q_heads)
+
+
+def test_deep_exploration_keeps_one_mixture_per_episode_and_env():
+    from qzoo.actors import Policy
+
+    # 3 envs, 2 actions, 4 heads: head k prefers action k % 2 by a margin k + 1.
+    q_heads = torch.zeros(3, 2, 4)
+    for k in range(4):
+        q_heads[:, k % 2, k] = k + 1.0
+    generator = torch.Generator().manual_seed(0)
+    greedy = np.zeros(3, np.float32)
+    policy = Policy(_FixedHeads(q_heads), 32, deep_exploration="stochastic")
+    policy(np.zeros((3, 1)), greedy, generator, np.ones(3, bool))
+    w0 = policy._episode_weights.clone()
+    np.testing.assert_allclose(w0.sum(1).numpy(), 1.0, rtol=1e-6)
+    assert (w0 > 0).all() and len(set(map(tuple, w0.tolist()))) == 3  # one per env
+    # Mid-episode: the same mixture; env 1 starts a new episode: only its row changes.
+    policy(np.zeros((3, 1)), greedy, generator, np.zeros(3, bool))
+    assert torch.equal(policy._episode_weights, w0)
+    actions, _ = policy(np.zeros((3, 1)), greedy, generator, np.array([False, True, False]))
+    w1 = policy._episode_weights
+    assert torch.equal(w1[[0, 2]], w0[[0, 2]]) and not torch.equal(w1[1], w0[1])
+    # Greedy on the episode's mixture: action 1 iff heads 1 and 3 outweigh 0 and 2.
+    mixed = (w1 * torch.tensor([1.0, 2.0, 3.0, 4.0])).numpy()
+    np.testing.assert_array_equal(actions, (mixed[:, 1] + mixed[:, 3] > mixed[:, 0] + mixed[:, 2]))
+
+
+def test_deep_exploration_identity_acts_on_one_random_head():
+    from qzoo.actors import Policy
+
+    q_heads = torch.zeros(64, 2, 2)
+    q_heads[:, 0, 0] = 1.0  # head 0 picks action 0, head 1 picks action 1
+    q_heads[:, 1, 1] = 1.0
+    policy = Policy(_FixedHeads(q_heads), 32, deep_exploration="identity")
+    generator = torch.Generator().manual_seed(1)
+    actions, _ = policy(np.zeros((64, 1)), np.zeros(64, np.float32), generator, np.ones(64, bool))
+    heads = policy._episode_weights.argmax(1).numpy()
+    assert set(policy._episode_weights.sum(1).tolist()) == {1.0}  # one-hot
+    np.testing.assert_array_equal(actions, heads)  # each env acts on its own head
+    assert 16 < heads.sum() < 48  # both heads drawn (binomial(64, 1/2))
+    # Without deep exploration the policy acts on the heads' mean (a tie: either).
+    plain = Policy(_FixedHeads(q_heads), 32)
+    assert plain._episode_weights is None

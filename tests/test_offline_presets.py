@@ -71,6 +71,7 @@ def test_rem_offline_is_batch_rls_and_online_the_papers_four_networks():
     assert (online.num_heads, online.separate_networks, online.head_mixing) == (
         4, True, "stochastic",
     )  # fmt: skip
+    assert online.deep_exploration and not c.deep_exploration  # use_deep_exploration
     assert (online.optimizer, online.learning_rate, online.optimizer_epsilon) == (
         "adam_tf1", 5e-5, 3.125e-5,  # online/configs/rem.gin: an epsilon 10x smaller
     )  # fmt: skip

@@ -117,6 +117,8 @@ def test_ctrl_c_then_resume_gives_the_same_results(reference_run, tmp_path):
     # REM's mixtures; Dopamine's optimizers, whose state (TF1 Adam's step count) resumes.
     ("rem", {"optimizer": "adam_tf1", "cql_alpha": "0.5"}),
     ("offline_dqn", {"optimizer": "rmsprop_centered_tf1"}),
+    # R2D1: sequence replay with input priorities, recurrent states in the checkpoint.
+    ("r2d1", {"replay_capacity": "2000"}),
 ])  # fmt: skip
 def test_state_round_trip_continues_identically(agent, extra, tmp_path):
     """Noise samples, taus, mixtures, priorities and beta all resume exactly from a

@@ -26,6 +26,8 @@ import numpy as np
 from qzoo.replay import make_replay
 from qzoo.replay.batch import Batch, Row
 
+ROW_FIELDS = 6  # frame, action, reward, first, last, zero_discount (no agent_info)
+
 
 def slots_of(shard, num_shards, num_actors):
     """The actors shard `shard` serves, in slot order (actor i -> shard i mod K)."""
@@ -71,7 +73,7 @@ class ReplayShard:
             # A fresh slot (a new run or a restarted shard) may begin mid-episode: its
             # first row starts what it holds, with zero-padded stacks.
             chunk.first[0] = True
-        for row in zip(*chunk):
+        for row in zip(*chunk[:ROW_FIELDS]):
             replay.add(Row(*row))
         if priorities is not None and len(priorities):
             storage = replay.storage

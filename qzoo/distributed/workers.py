@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from qzoo.actors import Actor, Policy
+from qzoo.distributed.shards import ROW_FIELDS
 from qzoo.explore import apex_epsilons
 from qzoo.loop import uses_epsilon
 from qzoo.networks import make_network
@@ -79,7 +80,8 @@ class ActorWorker:
         restart = os.getpid() if _was_restarted() else 0
         shape = observation_shape(info.frame_shape, config.frame_stack)
         network = make_network(config, info, shape)
-        self.policy = Policy(network, config.tau_samples_policy)
+        deep = config.head_mixing if config.deep_exploration else None  # as loop.Trainer
+        self.policy = Policy(network, config.tau_samples_policy, deep)
         epsilons = np.asarray(epsilons, np.float32)
         self.stream = actor_stream(config.seed, index, restart)
         self.actor = Actor(config, info, self.policy, self.stream, lambda _: epsilons)
@@ -111,12 +113,14 @@ class ActorWorker:
         steps_before = actor.agent_steps
         for _ in range(CHUNK_STEPS):
             row, new_frames = actor.step()
-            row = Row(*(np.array(x) for x in row))  # the env may reuse its buffers
+            # Copies (the env may reuse its buffers) of the feed-forward fields
+            # (agent_info is R2D1's recurrent state: not on Ray yet).
+            row = Row(*(np.array(x) for x in row[:ROW_FIELDS]))
             rows.append(row)
             frames += new_frames
             if self.local is not None:
                 self.local.add(row)
-        chunk = Row(*(np.stack(column) for column in zip(*rows)))
+        chunk = Row(*(np.stack(column) for column in zip(*(r[:ROW_FIELDS] for r in rows))))
         returns, actor.episodes.completed = actor.episodes.completed, []
         steps = actor.agent_steps - steps_before
         stats = {"frames": frames, "steps": steps, "returns": returns,

@@ -20,6 +20,7 @@ import warnings
 import gymnasium
 import numpy as np
 
+from qzoo.envs import memory  # noqa: F401  registers qzoo/StatelessCartPole-v1
 from qzoo.envs.scores import ATARI_GAMES
 from qzoo.errors import UserError, closest
 from qzoo.options import shown

@@ -19,10 +19,19 @@ stack K, horizon n, cursor = add_count mod C:
 
 The state is [K, H, W] (qzoo's channel-first layout); Dopamine's is [H, W, K] with
 the same frames in the same order.
+
+Memory: frames are memory-mapped, and a long run over 50 checkpoints would otherwise
+show hundreds of GB "resident" (maps.py). The storage releases its maps whenever the
+frames read since the last release could fill `resident_frame_bytes` (2 GiB): the
+resident set stays bounded whatever the dataset's size, where batch_rl holds 5
+checkpoints (~35 GB) in RAM.
 """
+
+import mmap
 
 import numpy as np
 
+from qzoo.offline.maps import mapping, release
 from qzoo.replay.batch import Batch
 from qzoo.replay.frames import observation_shape
 from qzoo.replay.samplers import UniformSampler
@@ -33,7 +42,8 @@ class DatasetStorage:
     action, reward, terminal, add_count, invalid_range), e.g. from
     dopamine.read_checkpoint or memory-mapped files."""
 
-    def __init__(self, checkpoints, stack=4, n_steps=1, discount=0.99):
+    def __init__(self, checkpoints, stack=4, n_steps=1, discount=0.99,
+                 resident_frame_bytes=2 << 30):  # fmt: skip
         if not checkpoints:
             raise ValueError("a dataset storage needs at least one checkpoint")
         self.columns = list(checkpoints)
@@ -58,6 +68,13 @@ class DatasetStorage:
         self._terminal = np.stack([np.asarray(c["terminal"]) != 0 for c in self.columns], 1)
         self._reward = np.stack([np.asarray(c["reward"], np.float32) for c in self.columns], 1)
         self._action = np.stack([np.asarray(c["action"]) for c in self.columns], 1)
+        # Frame maps to release (see the module docstring), and the budget in frames:
+        # a frame read touches at most ceil(bytes / page) + 1 pages.
+        self._maps = [m for m in (mapping(c["observation"]) for c in self.columns) if m]
+        frame_bytes = int(np.prod(self.frame_shape))
+        pages = -(-frame_bytes // mmap.PAGESIZE) + 1
+        self._frames_per_release = max(1, resident_frame_bytes // (pages * mmap.PAGESIZE))
+        self._frames_read = 0
 
     @property
     def size(self):
@@ -108,6 +125,9 @@ class DatasetStorage:
         [len(t), K * C, H, W] for channel-first frames)."""
         rows = (np.asarray(t)[:, None] - np.arange(self.stack - 1, -1, -1)) % self.num_rows
         out = np.empty((len(t), self.stack) + self.frame_shape, np.uint8)
+        self._frames_read += rows.size
+        if self._frames_read > self._frames_per_release:
+            self.release()
         for j in np.unique(b):  # one fancy index per checkpoint (file) in the batch
             mine = np.flatnonzero(b == j)
             out[mine] = self.columns[j]["observation"][rows[mine]]
@@ -138,6 +158,11 @@ class DatasetStorage:
             discount_t=discount_t, s_t=self.stacked((t + length) % self.num_rows, b),
             indices=(t, b),
         )  # fmt: skip
+
+    def release(self):
+        """Drops the frame pages read so far from the resident set (they stay cached)."""
+        release(self._maps)
+        self._frames_read = 0
 
     def state_dict(self):
         """A dataset is read-only: a checkpoint needs nothing of it."""

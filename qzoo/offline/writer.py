@@ -20,6 +20,7 @@ import os
 import numpy as np
 
 from qzoo.offline.dopamine import DTYPES, STORE, write_checkpoint
+from qzoo.offline.maps import mapping, release
 
 
 class LoggedReplayWriter:
@@ -54,6 +55,10 @@ class LoggedReplayWriter:
             setattr(self, name, array)
         self.add_count = 0
         self.log_count = 0  # the next snapshot's suffix
+        # Staging maps leave the resident set every 256 MiB of rows and after each
+        # snapshot (maps.py): 1M Atari rows would otherwise add 7 GB of "resident".
+        self._maps = [m for m in (mapping(getattr(self, n)) for n in STORE) if m]
+        self._release_rows = max(1, (256 << 20) // max(1, int(np.prod(frame_shape))))
         self._zero_frame = np.zeros(frame_shape, np.uint8)
 
     @property
@@ -79,6 +84,8 @@ class LoggedReplayWriter:
         self.add_count += 1
         if self.add_count % self.capacity == self.capacity - 1:  # after every row
             self._snapshot(self.add_count)
+        elif self._maps and self.add_count % self._release_rows == 0:
+            release(self._maps)
 
     def _snapshot(self, add_count):
         arrays = {"observation": self.observation, "action": self.action,
@@ -87,6 +94,7 @@ class LoggedReplayWriter:
                   "invalid_range": self.invalid_range()}  # fmt: skip
         write_checkpoint(self.folder, self.log_count, arrays, self.compresslevel)
         self.log_count += 1
+        release(self._maps)
 
     def mark_terminal(self):
         """Marks the last row written terminal (an episode cut short)."""

@@ -50,17 +50,46 @@ class Replay:
         self.sampler.load_state_dict(state["sampler"])
 
 
+def make_storage(config, info):
+    """The frame storage `config` asks for: compressed with --replay-compression."""
+    args = (config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
+            info.num_actions, config.frame_stack, config.n_steps, config.discount)  # fmt: skip
+    if config.replay_compression == "none":
+        return FrameStorage(*args)
+    from qzoo.replay.compressed import CompressedFrameStorage
+
+    return CompressedFrameStorage(*args, config.replay_compression)
+
+
+def replay_bytes_needed(config, info):
+    """The replay's memory, for the check before a run starts: exact uncompressed; with
+    --replay-compression an estimate (see compressed.py's `bytes_estimate`)."""
+    args = (config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
+            info.num_actions)  # fmt: skip
+    if config.replay_compression == "none":
+        return FrameStorage.bytes_needed(*args)
+    from qzoo.replay.compressed import bytes_estimate
+
+    return bytes_estimate(*args)
+
+
 def make_replay(config, info, rng):
     """The replay `config` asks for, drawing samples from `rng` (numpy Generator)."""
-    storage = FrameStorage(
-        config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
-        info.num_actions, config.frame_stack, config.n_steps, config.discount,
-    )  # fmt: skip
+    if config.recurrent:  # R2D1's sequences (replay/sequences.py)
+        from qzoo.replay.sequences import make_sequence_replay
+
+        return make_sequence_replay(config, info, rng)
+    storage = make_storage(config, info)
+    return Replay(storage, make_sampler(config, storage, rng))
+
+
+def make_sampler(config, storage, rng, prioritized=PrioritizedSampler):
+    """The uniform sampler, or with --prioritized the `prioritized` class, over `storage`
+    (anything with the interface samplers.py names)."""
     if not config.prioritized:
-        return Replay(storage, UniformSampler(storage, rng))
-    sampler = PrioritizedSampler(
+        return UniformSampler(storage, rng)
+    return prioritized(
         storage, rng, priority_exponent=config.priority_exponent,
         uniform_sample_probability=config.uniform_sample_probability,
         normalize_weights=config.normalize_weights,
     )  # fmt: skip
-    return Replay(storage, sampler)

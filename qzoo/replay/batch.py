@@ -15,6 +15,8 @@ class Row(NamedTuple):
     (ignored when o_t is last); reward [N]: the clipped reward on arriving at o_t;
     first / last [N]: o_t starts / ends an episode; zero_discount [N]: arriving at
     o_t terminated the episode or lost a life (nothing bootstraps through it).
+    agent_info: what a recurrent policy acted from (R2D1's `RecurrentInfo`:
+    recurrent_policy.py), None for feed-forward policies.
     """
 
     frame: np.ndarray
@@ -23,6 +25,7 @@ class Row(NamedTuple):
     first: np.ndarray
     last: np.ndarray
     zero_discount: np.ndarray
+    agent_info: object = None
 
 
 class Batch(NamedTuple):

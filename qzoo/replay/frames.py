@@ -63,7 +63,7 @@ class FrameStorage:
         self.observation_shape = observation_shape(frame_shape, stack)
         self.nbytes = self.bytes_needed(capacity, num_envs, frame_shape, frame_dtype, num_actions)
         shape = (self.num_rows, num_envs)
-        self.frames = np.zeros(shape + self.frame_shape, frame_dtype)
+        self.frames = self._make_frames(shape + self.frame_shape, frame_dtype)
         self.actions = np.zeros(shape, np.uint8 if num_actions <= 256 else np.int16)
         self.rewards = np.zeros(shape, np.float32)
         self.flags = np.zeros(shape, np.uint8)
@@ -76,6 +76,11 @@ class FrameStorage:
         """Bytes the arrays take, known before allocating them."""
         per = bytes_per_transition(frame_shape, frame_dtype, num_actions)
         return per * math.ceil(capacity / num_envs) * num_envs
+
+    def _make_frames(self, shape, dtype):
+        """The [T, B, *frame] frames: written `frames[t] = row.frame`, read
+        `frames[rows, columns]` (replay/compressed.py keeps them compressed)."""
+        return np.zeros(shape, dtype)
 
     @property
     def size(self):
@@ -174,7 +179,7 @@ class FrameStorage:
         checkpoint streams them to disk)."""
         n = self.rows
         return {
-            "frames": self.frames[:n],
+            "frames": self._frames_state(n),
             "actions": self.actions[:n],
             "rewards": self.rewards[:n],
             "flags": self.flags[:n],
@@ -185,19 +190,26 @@ class FrameStorage:
 
     def load_state_dict(self, state):
         n = state["rows"]
-        if tuple(state["frames"].shape[1:]) != self.frames.shape[1:] or n > self.num_rows:
+        self._load_frames(state["frames"], n)
+        self.actions[:n] = state["actions"]
+        self.rewards[:n] = state["rewards"]
+        self.flags[:n] = state["flags"]
+        self.cursor, self.rows, self.num_adds = state["cursor"], n, state["num_adds"]
+
+    def _frames_state(self, n):
+        """The frames of the first `n` rows, for state_dict (compressed.py: its groups)."""
+        return self.frames[:n]
+
+    def _load_frames(self, frames, n):
+        if tuple(frames.shape[1:]) != self.frames.shape[1:] or n > self.num_rows:
             raise ValueError(
-                f"replay of {n} rows of {tuple(state['frames'].shape[1:])} does not fit "
+                f"replay of {n} rows of {tuple(frames.shape[1:])} does not fit "
                 f"this run's {self.num_rows} rows of {self.frames.shape[1:]}"
             )
         # Row by block, so that a memory-mapped source is read without a full copy.
         for begin in range(0, n, 4096):
             end = min(n, begin + 4096)
-            self.frames[begin:end] = state["frames"][begin:end]
-        self.actions[:n] = state["actions"]
-        self.rewards[:n] = state["rewards"]
-        self.flags[:n] = state["flags"]
-        self.cursor, self.rows, self.num_adds = state["cursor"], n, state["num_adds"]
+            self.frames[begin:end] = frames[begin:end]
 
 
 class FrameStacker:

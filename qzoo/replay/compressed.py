@@ -1,0 +1,329 @@
+"""Compressed replay (`--replay-compression zstd|lz4`): every frame stored once,
+compressed, and decompressed when a batch is sampled. Lossless: the same seed samples
+exactly the batches of the uncompressed FrameStorage.
+
+DQN Zoo compresses each transition's stacks s_tm1 and s_t with snappy (1.6-3.7 kB per
+Atari transition, dqn_zoo.md §5). qzoo already stores each frame once (frames.py);
+here the frames of `GROUP_ROWS` consecutive rows of one environment are compressed
+together, since consecutive Atari frames repeat most of their content and the codec's
+matches reach across them. Bytes per frame measured while choosing, on 4,000 frames
+of random play per game (BENCHMARKS.md has the replay's own figures):
+
+  game             per-frame zstd   group of 4, zstd   group of 4, lz4
+  Pong                  170 B             76 B               132 B
+  Breakout              296 B            100 B               171 B
+  Seaquest              511 B            200 B               338 B
+  Space Invaders       1073 B            355 B               550 B
+
+XOR against the previous frame gained nothing over grouping (the codec's matches
+already find the repeats), and blosc2 decoded 2-4x slower per call than zstd or lz4.
+Per-frame lz4 would exceed 1,500 bytes on Space Invaders (1,569).
+
+A sample reads rows t-3..t and t+n-3..t+n of one column: with groups of 4 and n = 1,
+two groups decoded per transition, once per batch (a pool keeps the groups decoded by
+recent reads, so that s_t's stack reuses those of s_tm1's). Decoding 8 frames costs
+more than copying them: sampling runs at 0.2-0.7x the uncompressed rate (BENCHMARKS.md).
+
+The group being written (and, after the ring wrapped, the rows of the previous lap
+still ahead of the cursor in it) stays decoded in `open`; it is compressed when its
+last row is written. Compressed groups live back to back in `Arena` chunks, written
+and freed in first-in first-out order, so that a checkpoint saves the chunks as they
+are (views, no copy: checkpoint.py streams them) and nothing is pickled.
+"""
+
+import importlib
+
+import numpy as np
+
+from qzoo.errors import UserError
+from qzoo.replay.frames import FrameStorage, bytes_per_transition
+
+GROUP_ROWS = 4  # rows of one environment compressed together
+CHUNK_BYTES = 2**20  # arena chunk size (a chunk holds whole groups)
+
+# codec name -> (module, the pip package that provides it)
+CODECS = {"zstd": ("zstandard", "zstandard"), "lz4": ("lz4.block", "lz4")}
+
+
+def require(codec):
+    """The codec's module; UserError naming the `pip install` to run when it is missing."""
+    module, package = CODECS[codec]
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UserError(
+            f"--replay-compression {codec} needs the {package} package: "
+            f"pip install 'qzoo[compression]' (or pip install {package})"
+        ) from None
+
+
+# The memory check before a run (loop.py) assumes a compressed frame takes this fraction
+# of its raw size. The most measured on Atari is 550 of 7,056 bytes (Space Invaders,
+# lz4); busier games get a margin. Frames that do not compress (noise) take more.
+ESTIMATED_RATIO = 0.25
+
+
+def bytes_estimate(capacity, num_envs, frame_shape, frame_dtype, num_actions):
+    """An estimate of a compressed replay's memory (see ESTIMATED_RATIO): frames at the
+    estimated ratio, the uncompressed rest of each row, the group index and the buffers."""
+    frame = int(np.prod(frame_shape)) * np.dtype(frame_dtype).itemsize
+    rest = bytes_per_transition(frame_shape, frame_dtype, num_actions) - frame
+    index = 20 / GROUP_ROWS  # chunk, offset, length and pool slot of each group
+    rows = -(-capacity // num_envs) * num_envs
+    buffers = (4 * 32 * 2 + num_envs) * GROUP_ROWS * frame + 2 * CHUNK_BYTES
+    return int(rows * (frame * ESTIMATED_RATIO + rest + index)) + buffers
+
+
+class Codec:
+    """compress(buffer) -> bytes and decompress(buffer, size) -> bytes for one codec.
+    zstd at level 1 (levels 3 and 9 saved 1-10% more and encoded 1.1-4x slower);
+    lz4's block format, without the size header (the storage knows each size). Like
+    the storage, not for several threads at once: a zstandard decompressor shared by
+    two threads corrupts data."""
+
+    def __init__(self, name):
+        module = require(name)
+        self.name = name
+        if name == "zstd":
+            compressor = module.ZstdCompressor(level=1, write_content_size=True)
+            decompressor = module.ZstdDecompressor()
+            self.compress = compressor.compress
+            self.decompress = lambda data, size: decompressor.decompress(data)
+        else:
+            self.compress = lambda data: module.compress(data, store_size=False)
+            self.decompress = lambda data, size: module.decompress(data, uncompressed_size=size)
+
+
+class Arena:
+    """Compressed groups back to back in chunks of `chunk_bytes`, allocated as needed.
+
+    Groups are written and overwritten in first-in first-out order (a ring of rows),
+    so a chunk is freed once the last group it holds has been overwritten; at most the
+    oldest chunk (partly freed) and the newest (partly written) carry unused bytes."""
+
+    def __init__(self, chunk_bytes):
+        self.chunk_bytes = chunk_bytes
+        self.chunks = {}  # chunk id -> uint8 array
+        self.live = {}  # chunk id -> groups it holds that are still stored
+        self.current, self.fill = -1, chunk_bytes  # chunk being written and its fill
+
+    @property
+    def nbytes(self):
+        return sum(chunk.nbytes for chunk in self.chunks.values())
+
+    def put(self, data):
+        """Stores `data` (bytes); returns (chunk id, offset)."""
+        n = len(data)
+        if n > self.chunk_bytes:
+            raise ValueError(f"a compressed group of {n} bytes exceeds the arena's chunks")
+        if self.fill + n > self.chunk_bytes:
+            if self.current in self.live and self.live[self.current] == 0:
+                self._free(self.current)
+            self.current, self.fill = self.current + 1, 0
+            self.chunks[self.current] = np.empty(self.chunk_bytes, np.uint8)
+            self.live[self.current] = 0
+        offset = self.fill
+        self.chunks[self.current][offset : offset + n] = np.frombuffer(data, np.uint8)
+        self.fill += n
+        self.live[self.current] += 1
+        return self.current, offset
+
+    def release(self, chunk):
+        """One group of `chunk` was overwritten."""
+        self.live[chunk] -= 1
+        if self.live[chunk] == 0 and chunk != self.current:
+            self._free(chunk)
+
+    def _free(self, chunk):
+        del self.chunks[chunk], self.live[chunk]
+
+    def view(self, chunk, offset, length):
+        return self.chunks[chunk][offset : offset + length]
+
+    def state_dict(self):
+        ids = sorted(self.chunks)
+        # The chunk being written is saved up to its fill only.
+        chunks = [self.chunks[i][: self.fill] if i == self.current else self.chunks[i] for i in ids]
+        return {"ids": np.array(ids, np.int64), "chunks": chunks, "current": self.current,
+                "fill": self.fill}  # fmt: skip
+
+    def load_state_dict(self, state, chunk_of_group):
+        self.chunks, self.live = {}, {}
+        for i, data in zip(state["ids"].tolist(), state["chunks"]):
+            self.chunks[i] = np.empty(self.chunk_bytes, np.uint8)
+            self.chunks[i][: len(data)] = data  # from the file's memory map
+        self.current, self.fill = int(state["current"]), int(state["fill"])
+        ids, counts = np.unique(chunk_of_group[chunk_of_group >= 0], return_counts=True)
+        self.live = dict.fromkeys(self.chunks, 0) | dict(zip(ids.tolist(), counts.tolist()))
+
+
+class CompressedFrames:
+    """The [T, B, *frame] frame array of FrameStorage, kept compressed: written a row
+    at a time in ring order (`frames[t] = frame`), read by fancy index
+    (`frames[rows, columns]`), as frames.py does."""
+
+    def __init__(self, shape, dtype, codec, group_rows=GROUP_ROWS, chunk_bytes=CHUNK_BYTES):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.num_rows, self.num_envs = self.shape[:2]
+        self.frame_shape = self.shape[2:]
+        self.frame_bytes = int(np.prod(self.frame_shape)) * self.dtype.itemsize
+        self.group_rows = group_rows
+        self.codec = Codec(codec)
+        num_groups = -(-self.num_rows // group_rows)
+        # Where each group of each column lives in the arena (chunk -1: never written).
+        self.chunk = np.full((num_groups, self.num_envs), -1, np.int64)
+        self.offset = np.zeros((num_groups, self.num_envs), np.int32)
+        self.length = np.zeros((num_groups, self.num_envs), np.int32)
+        self.arena = Arena(max(chunk_bytes, 2 * group_rows * self.frame_bytes + 1024))
+        # The group being written, decoded: [B, G, *frame].
+        self.open = np.zeros((self.num_envs, group_rows) + self.frame_shape, self.dtype)
+        self.open_group = 0
+        # Groups decoded by recent reads: their bytes, and the pool row of each group
+        # (-1: none), so that finding them costs one lookup.
+        self._pool = np.empty((0, group_rows * self.frame_bytes), np.uint8)  # grows
+        self._slot = np.full(num_groups * self.num_envs, -1, np.int32)
+        self._pool_keys = []  # the key of each pool row in use, to empty it cheaply
+
+    @property
+    def nbytes(self):
+        return (self.arena.nbytes + self.chunk.nbytes + self.offset.nbytes
+                + self.length.nbytes + self.open.nbytes + self._pool.nbytes
+                + self._slot.nbytes)  # fmt: skip
+
+    def _rows_in(self, group):
+        return min(self.group_rows, self.num_rows - group * self.group_rows)
+
+    def __setitem__(self, t, frame):
+        group, position = divmod(int(t), self.group_rows)
+        keys = np.arange(group * self.num_envs, (group + 1) * self.num_envs)
+        self._slot[keys] = -1  # decoded copies of this group are stale now
+        if position == 0:  # a new group: start from what it held one lap ago
+            self._decode_into(self.open.reshape(self.num_envs, -1).view(np.uint8), keys)
+            self.open_group = group
+        self.open[:, position] = frame
+        if position == self._rows_in(group) - 1:
+            self._close(group)
+
+    def _close(self, group):
+        """Compresses the open group, column by column, over the one of the last lap."""
+        n = self._rows_in(group)
+        for column in range(self.num_envs):
+            if self.chunk[group, column] >= 0:
+                self.arena.release(int(self.chunk[group, column]))
+            data = self.codec.compress(np.ascontiguousarray(self.open[column, :n]))
+            chunk, offset = self.arena.put(data)
+            self.chunk[group, column], self.offset[group, column] = chunk, offset
+            self.length[group, column] = len(data)
+        self.open_group = -1  # the group is read from the arena now
+
+    def __getitem__(self, index):
+        rows, columns = index
+        group, position = np.divmod(rows, self.group_rows)
+        keys = group * self.num_envs + columns
+        slots = self._slot[keys]
+        if (slots < 0).any():
+            self._decode_missing(keys, slots < 0)
+            slots = self._slot[keys]
+        decoded = self._pool.view(self.dtype).reshape((-1, self.group_rows) + self.frame_shape)
+        return decoded[slots, position]
+
+    def _forget(self):
+        """Empties the pool of decoded groups."""
+        self._slot[np.asarray(self._pool_keys, np.int64)] = -1
+        self._pool_keys = []
+
+    def _decode_missing(self, keys, missing):
+        """Decodes the groups `keys[missing]` into free rows of the pool (or all of
+        `keys` into an emptied pool when it is full), so that a batch decodes each
+        group it reads once: s_t's stack mostly reuses the groups s_tm1's decoded."""
+        todo = np.unique(keys[missing])
+        if len(self._pool_keys) + len(todo) > len(self._pool):
+            self._forget()
+            todo = np.unique(keys)
+            if len(todo) > len(self._pool):
+                self._pool = np.empty((2 * len(todo), self._pool.shape[1]), np.uint8)
+        keys, used = todo, len(self._pool_keys)
+        self._decode_into(self._pool[used : used + len(keys)], keys)
+        self._slot[keys] = np.arange(used, used + len(keys), dtype=self._slot.dtype)
+        self._pool_keys += keys.tolist()
+
+    def _decode_into(self, out, keys):
+        """Writes the bytes of the groups `keys` (group * B + column) into the rows of
+        `out` ([len(keys), G * frame bytes]). The loop runs once per group of a batch:
+        everything it needs is looked up before it, as Python ints."""
+        group, column = np.divmod(keys, self.num_envs)
+        chunk, offset = self.chunk[group, column].tolist(), self.offset[group, column].tolist()
+        end = (self.offset[group, column] + self.length[group, column]).tolist()
+        rows = np.minimum(self.group_rows, self.num_rows - group * self.group_rows)
+        size = (rows * self.frame_bytes).tolist()
+        chunks, decompress, full = self.arena.chunks, self.codec.decompress, out.shape[1]
+        for i, (g, c, k, o, e, n) in enumerate(zip(group.tolist(), column.tolist(), chunk,
+                                                   offset, end, size)):  # fmt: skip
+            if g == self.open_group:
+                out[i] = self.open[c].reshape(-1).view(np.uint8)
+            elif k < 0:  # never written: zeros, as in FrameStorage
+                out[i] = 0
+            elif n == full:
+                out[i] = np.frombuffer(decompress(chunks[k][o:e], n), np.uint8)
+            else:  # the ring's last group may be short
+                out[i, :n] = np.frombuffer(decompress(chunks[k][o:e], n), np.uint8)
+                out[i, n:] = 0
+
+    def state_dict(self):
+        return {"arena": self.arena.state_dict(), "chunk": self.chunk, "offset": self.offset,
+                "length": self.length, "open": self.open, "open_group": self.open_group}  # fmt: skip
+
+    def load_state_dict(self, state):
+        if (
+            tuple(state["open"].shape) != self.open.shape
+            or state["chunk"].shape != self.chunk.shape
+        ):
+            raise ValueError(
+                f"compressed replay of {tuple(state['chunk'].shape)} groups of "
+                f"{tuple(state['open'].shape)} does not fit this run's {self.chunk.shape} groups "
+                f"of {self.open.shape}"
+            )
+        self.chunk[:], self.offset[:], self.length[:] = (
+            state["chunk"],
+            state["offset"],
+            state["length"],
+        )
+        self.open[:] = state["open"]
+        self.open_group = int(state["open_group"])
+        self.arena.load_state_dict(state["arena"], self.chunk)
+        self._forget()
+
+
+class CompressedFrameStorage(FrameStorage):
+    """FrameStorage whose frames are compressed with `codec` (see the module docstring);
+    rows, flags, n-step returns and stacks work exactly as there."""
+
+    def __init__(self, capacity, num_envs, frame_shape, frame_dtype, num_actions, stack,
+                 n_steps, discount, codec):  # fmt: skip
+        self.codec = codec
+        super().__init__(capacity, num_envs, frame_shape, frame_dtype, num_actions, stack,
+                         n_steps, discount)  # fmt: skip
+
+    def _make_frames(self, shape, dtype):
+        return CompressedFrames(shape, dtype, self.codec)
+
+    @property
+    def nbytes(self):
+        """Bytes held now: the arena grows and shrinks with what the frames compress to."""
+        return self.frames.nbytes + self.actions.nbytes + self.rewards.nbytes + self.flags.nbytes
+
+    @nbytes.setter
+    def nbytes(self, uncompressed):
+        """FrameStorage.__init__ sets its up-front figure, which does not apply here."""
+
+    def _frames_state(self, n):
+        return {"compression": self.codec, **self.frames.state_dict()}
+
+    def _load_frames(self, frames, n):
+        codec = frames.get("compression") if isinstance(frames, dict) else "none"
+        if codec != self.codec or n > self.num_rows:
+            raise ValueError(
+                f"replay of {n} rows compressed with {codec} does not fit this run's "
+                f"{self.num_rows} rows compressed with {self.codec}"
+            )
+        self.frames.load_state_dict(frames)
