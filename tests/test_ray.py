@@ -5,7 +5,7 @@ Fast: bad input (one line, exit 2, nothing written), and a replay shard's arithm
 from several actors' slots and its importance weights.
 Slow (a local Ray instance with 2 CPUs, shared by the module; 86 s in all measured on
 the 2-core machine at load 10, budget 120 s): 2 actors and 2 shards learn CartPole
-(30 s); an actor killed mid-run is restarted by Ray, the run completes with every
+(40 s); an actor killed mid-run is restarted by Ray, the run completes with every
 results.csv row, and resumes from its checkpoint with the shards' replay (43 s).
 """
 
@@ -195,15 +195,16 @@ def _rows(run_dir):
 
 @pytest.mark.slow
 def test_two_actors_and_two_shards_learn_cartpole(local_ray, tmp_path, capsys):
-    """About 30 s. The untrained network scores about 9; the local DQN test's 100 after
-    20,000 frames holds here too (measured: 190-230 at iteration 1)."""
+    """About 40 s. The untrained network scores about 9; the local DQN test asks for 100
+    within 20,000 frames, here within 30,000: asynchronous runs vary more (measured at
+    20,000 frames: 190-230 in most runs, once a best of 89 in five runs)."""
     run_dir = tmp_path / "run"
-    argv = CARTPOLE + ["--ray", "--actors", "2", "--replay-shards", "2", "--iterations", "2",
+    argv = CARTPOLE + ["--ray", "--actors", "2", "--replay-shards", "2", "--iterations", "3",
                        "--eval-frames", "2000", "--run-dir", str(run_dir), "--no-progress"]  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
     rows = _rows(run_dir)
     returns = [float(row["eval_episode_return"]) for row in rows]
-    assert [row["iteration"] for row in rows] == ["0", "1", "2"]
+    assert [row["iteration"] for row in rows] == ["0", "1", "2", "3"]
     assert returns[0] < 40 and max(returns[1:]) > 100, returns
     last = rows[-1]
     # The replay ratio (16 = 64 x 1 / 4 here) is held within its tolerance.
