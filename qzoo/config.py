@@ -247,6 +247,20 @@ class Config:
                                            Real(0, 1, low_open=True))
     deterministic: bool = option(False, "run", "async: actor and learner in lockstep in one "
                                  "thread (reproducible, exact resume)")
+    # Ray (issue 14; qzoo/distributed/, README "Training on Ray").
+    ray: bool = option(False, "run", "train on Ray (Ape-X): --actors actor processes, "
+                       "--replay-shards replay shards, this process learns")
+    address: str = option("", "run", "with --ray: the Ray cluster, auto or HOST:PORT ('': "
+                          "start a local Ray instance with this machine's cores)",
+                          Text(empty_ok=True, describe="auto or HOST:PORT"))
+    actors: int = option(1, "run", "with --ray: actor processes, each with its own Ape-X "
+                         "epsilons", Int(1, 100_000))
+    envs_per_actor: int = option(1, "run", "with --ray: environments each actor steps",
+                                 Int(1, 1024))
+    replay_shards: int = option(1, "run", "with --ray: replay shards (actor i writes to shard "
+                                "i mod K; each batch comes from one shard)", Int(1, 10_000))
+    ray_publish_period: int = option(100, "run", "with --ray: learner updates between weight "
+                                     "publications to the actors", Int(1, 10**6))
     # fmt: on
 
     def to_json(self):

@@ -203,7 +203,7 @@ def _relations(config, domain):
          c.noisy or c.exploration_epsilon_begin_value > 0 or c.exploration_epsilon_end_value > 0,
          ("some exploration: --noisy, or a positive --exploration-epsilon-begin-value or "
           "--exploration-epsilon-end-value")),
-    ]  # fmt: skip
+    ] + _ray_relations(c)  # fmt: skip
 
 
 # Options that act only together with others, and would otherwise be silently dropped:
@@ -290,6 +290,58 @@ _ACTS_ONLY_WITH.update({
               "--recurrent and --prioritized (R2D1's prioritized sequences)")
        for name in ("priority_eta", "input_priorities")},
 })  # fmt: skip
+
+
+# Training on Ray (issue 14, qzoo/distributed/): options that only act with --ray, and
+# the relations of a --ray run. Whether Ray is installed, the address reachable and
+# the cluster big enough for --actors is checked on connecting (distributed/cluster.py).
+_RAY_ONLY = ("address", "actors", "envs_per_actor", "replay_shards", "ray_publish_period")
+# Ape-X's fixed per-environment epsilons replace the decaying schedule on Ray.
+_NOT_ON_RAY = ("exploration_epsilon_begin_value", "exploration_epsilon_end_value",
+               "exploration_epsilon_decay_frame_fraction")  # fmt: skip
+_ACTS_ONLY_WITH.update({name: (None, (), lambda c, d: c.ray, "--ray") for name in _RAY_ONLY})
+_ACTS_ONLY_WITH.update(
+    {
+        name: (None, (), lambda c, d: not c.ray,
+               "a run without --ray (on Ray, actors keep Ape-X's fixed epsilons)")
+        for name in _NOT_ON_RAY
+    }
+)  # fmt: skip
+
+
+def valid_address(text):
+    """'' (start a local Ray instance), 'auto' or HOST:PORT with a port in 1..65535."""
+    if text in ("", "auto"):
+        return True
+    host, sep, port = text.rpartition(":")
+    return bool(sep and host and port.isdigit() and 1 <= int(port) <= 65535)
+
+
+def _ray_relations(c):
+    if not c.ray:
+        return []
+    envs = c.actors * c.envs_per_actor
+    rows = c.replay_capacity // envs  # each actor's part of the replay, per environment
+    return [
+        (("address",), valid_address(c.address),
+         "auto or HOST:PORT (a Ray cluster's address; leave it out for a local instance)"),
+        # An actor's environments are --envs-per-actor; --num-envs is the serial loop's.
+        (("num_envs",), c.num_envs == 1,
+         "1 with --ray: use --envs-per-actor for the environments of each actor"),
+        (("replay_shards", "actors"), c.replay_shards <= c.actors,
+         f"at most --actors {c.actors} (actor i writes to shard i mod K: more would stay empty)"),
+        (("offline",), not c.offline,
+         "no --offline with --ray: offline training on Ray is not built yet"),
+        (("recurrent",), not c.recurrent,
+         "false with --ray: R2D1 (sequences, recurrent state) on Ray is not built yet"),
+        (("log_replay",), not c.log_replay,
+         "no --log-replay with --ray: the experience is spread over replay shards"),
+        (("replay_capacity", "actors", "envs_per_actor", "n_steps", "frame_stack"),
+         c.n_steps + c.frame_stack <= rows,
+         (f"--n-steps + --frame-stack ({c.n_steps} + {c.frame_stack}) at most the replay's "
+          f"rows per environment (--replay-capacity {c.replay_capacity} / (--actors "
+          f"{c.actors} x --envs-per-actor {c.envs_per_actor}): {rows})")),
+    ]  # fmt: skip
 
 
 def _check_acts(config, domain, given):

@@ -41,7 +41,7 @@ OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before for
 # Options a resumed run may change without changing its results. (`accept_changes` is
 # the per-command option below; it is not part of a run.)
 RESUMABLE = ("device", "threads", "progress", "tensorboard", "run_dir", "accept_changes",
-             "snapshot_interval")  # fmt: skip
+             "snapshot_interval", "address")  # fmt: skip
 
 # Options a resume may change when the user says so with --accept-changes, and what it
 # does to the run: a resumed run then differs from one started with the new value.
@@ -75,6 +75,10 @@ def train(config, accept_changes=None):
     # environment rules out, is refused at once.
     info = envs.describe(config)
     check_run(config, info)
+    if config.ray:  # Ray installed, the address reachable, a CPU per actor (issue 14)
+        from qzoo.distributed.cluster import connect
+
+        connect(config)
     folder.check_is_a_run_folder(run_dir)
     with folder.os_errors("create run folder", run_dir):
         if os.path.exists(run_dir) and not os.path.isdir(run_dir):
@@ -241,7 +245,10 @@ class _Run:
         """A Trainer for the config, with the checkpoint's state when there is one."""
         from qzoo.loop import Trainer
 
-        trainer = Trainer(self.config, self.info)
+        make = Trainer
+        if self.config.ray:  # the learner of a Ray run (issue 14)
+            from qzoo.distributed import make_trainer as make
+        trainer = make(self.config, self.info)
         if state is not None:
             mismatch = checkpoint.first_mismatch(state, trainer.state_dict())
             if mismatch:

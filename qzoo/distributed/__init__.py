@@ -1,0 +1,23 @@
+"""Training on Ray (issue 14): Ape-X's layout (Horgan et al. 2018) with qzoo's parts.
+
+  qzoo train AGENT --env GAME --ray [--address auto|HOST:PORT] --actors N
+             [--envs-per-actor M] [--replay-shards K]
+
+  cluster.py  connecting (a local instance with this machine's cores, or a cluster)
+  workers.py  ActorWorker: qzoo's Actor over M environments with Ape-X's epsilons and
+              initial priorities; EvalWorker: the evaluation actor
+  shards.py   ReplayShard: qzoo's replay (FrameStorage + sampler) for the actors i of
+              shard i mod K, serving batches
+  trainer.py  RayTrainer: the learner (this process) and the loop that holds the
+              replay ratio; a Trainer, so results rows, checkpoints and resume are
+              the local run's (loop.run, rundir)
+
+Ray is optional (`pip install 'qzoo[ray]'`); nothing here imports it at module level.
+"""
+
+
+def make_trainer(config, info=None):
+    """The RayTrainer of a --ray run."""
+    from qzoo.distributed.trainer import RayTrainer
+
+    return RayTrainer(config, info)

@@ -1,0 +1,150 @@
+"""Connecting to Ray: a local instance with this machine's cores, or an existing cluster
+(`--address auto|HOST:PORT`), refusing in one line what cannot run there.
+
+Checked before the run folder is written: Ray installed, the address reachable, and
+the cluster holding at least one CPU per actor (`--actors`); the learner is this
+process, replay shards and the evaluator take no CPU of their own (they mostly wait).
+"""
+
+import importlib.util
+import logging
+import math
+import os
+import socket
+import sys
+import time
+
+from qzoo.errors import UserError
+
+# Seconds to wait for a cluster's address to answer before refusing it: Ray itself
+# retries an unreachable address for minutes.
+CONNECT_TIMEOUT = 5.0
+
+
+def machine_cpus():
+    """The cores this process may use (its affinity mask, not the machine's total)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
+
+
+def check_installed():
+    if importlib.util.find_spec("ray") is None:
+        raise UserError("--ray: Ray is not installed; install it with pip install 'qzoo[ray]'")
+
+
+def check_reachable(address):
+    """Refuses HOST:PORT when nothing listens there within CONNECT_TIMEOUT seconds."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT):
+            pass
+    except OSError as e:
+        raise UserError(
+            f"--address {address}: no Ray cluster answers there ({e.strerror or e}); start "
+            "one with `ray start --head` or leave --address out for a local instance"
+        ) from None
+
+
+def connect(config):
+    """Joins (or starts) the Ray instance `config` names, unless this process already
+    has one (a script or test that called ray.init itself); returns the cluster's CPUs.
+
+    Raises UserError, leaving no Ray instance started by this call, for a missing Ray,
+    an unreachable address or more actors than CPUs."""
+    check_installed()
+    import ray
+
+    started = False
+    if not ray.is_initialized():
+        # Ray's own INFO and WARNING lines would bury qzoo's (and a refusal's one line).
+        # Actors and shards run one PyTorch thread each: N processes of all-cores
+        # thread pools would slow each other down by an order of magnitude.
+        runtime_env = {"env_vars": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}
+        if config.address == "":
+            if config.actors > machine_cpus():
+                raise _too_many(config.actors, machine_cpus(), "this machine's")
+            ray.init(num_cpus=machine_cpus(), include_dashboard=False, log_to_driver=False,
+                     runtime_env=runtime_env, logging_level=logging.ERROR)  # fmt: skip
+        else:
+            if config.address != "auto":
+                check_reachable(config.address)
+            try:
+                ray.init(address=config.address, log_to_driver=False, runtime_env=runtime_env,
+                         logging_level=logging.ERROR)  # fmt: skip
+            except ConnectionError as e:
+                raise UserError(
+                    f"--address {config.address}: {str(e).splitlines()[0]} (start one with "
+                    "`ray start --head`, or leave --address out for a local instance)"
+                ) from None
+        started = True
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+    if config.actors > cpus:
+        if started:
+            ray.shutdown()
+        raise _too_many(config.actors, cpus, "the Ray cluster's")
+    return cpus
+
+
+def _too_many(actors, cpus, whose):
+    return UserError(
+        f"--actors {actors}: more than {whose} {cpus} CPUs (one per actor); use at most "
+        f"--actors {cpus}, or more environments per actor with --envs-per-actor"
+    )
+
+
+def lost_errors():
+    """The errors of a call to a Ray actor that died (Ray restarts it)."""
+    import ray.exceptions as e
+
+    return tuple(getattr(e, name) for name in ("RayActorError", "ActorUnavailableError")
+                 if hasattr(e, name))  # fmt: skip
+
+
+class Faults:
+    """What the learner knows of its Ray actors' deaths.
+
+    A lost call is logged once per outage (every call in flight fails with one death,
+    and calls made while Ray restarts the actor fail as "unavailable"); an answer from
+    a new process is a restart, counted for results.csv whether or not a call of ours
+    was lost. An actor that dies MAX_LOSSES times (deaths at least a second apart, so
+    that one death's burst of failed calls counts once) without answering in between
+    (its constructor fails, say: Ray then reports it dead at every call) stops the run.
+    """
+
+    MAX_LOSSES = 5
+
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self.restarts = {"actor": 0, "replay shard": 0}
+        self.pids, self.losses, self.last_death, self.down = {}, {}, {}, set()
+
+    def lost(self, kind, index, error):
+        key = (kind, index)
+        if key not in self.down:
+            self.down.add(key)
+            print(f"qzoo: ray: {kind} {index} lost ({type(error).__name__}); Ray restarts "
+                  "it and the run continues", file=sys.stderr, flush=True)  # fmt: skip
+        if type(error).__name__ == "ActorUnavailableError":
+            return  # restarting: it will answer again
+        now = self.clock()
+        if now - self.last_death.get(key, -math.inf) < 1.0:
+            return  # the same death
+        self.last_death[key] = now
+        lost = self.losses[key] = self.losses.get(key, 0) + 1
+        if lost >= self.MAX_LOSSES:
+            raise RuntimeError(f"{kind} {index} died {lost} times in a row; last: {error}")
+
+    def answered(self, kind, index, pid):
+        """A successful answer from process `pid` (None: not known)."""
+        key = (kind, index)
+        self.down.discard(key)
+        self.losses.pop(key, None)
+        self.last_death.pop(key, None)
+        old = self.pids.setdefault(key, pid)
+        if pid is not None and old != pid:
+            self.pids[key] = pid
+            self.restarts[kind] += 1
+            print(f"qzoo: ray: {kind} {index} restarted by Ray (process {old} -> {pid}); "
+                  "the run continues", file=sys.stderr, flush=True)  # fmt: skip

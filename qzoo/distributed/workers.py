@@ -1,0 +1,171 @@
+"""The processes that act: a training actor per Ray actor (Ape-X's actors) and one
+evaluator. Plain classes, made Ray actors by the trainer (`ray.remote(ActorWorker)`), so
+that this module imports without Ray.
+
+An `ActorWorker` runs qzoo's `Actor` (actors.py) over `--envs-per-actor` environments
+with fixed Ape-X epsilons, on a CPU copy of the learner's network, refreshed when the
+learner has published newer weights. It steps `CHUNK_STEPS` times per `collect` and
+returns the chunk of rows (for its replay shard) and, for prioritized agents, the
+initial priorities Ape-X computes on the actor: |TD error| of each transition under
+the actor's copy of the network (which stands for both the online and the target
+network: Horgan et al. 2018 compute them with the actor's local copy).
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+import torch
+
+from qzoo.actors import Actor, Policy
+from qzoo.distributed.shards import ROW_FIELDS
+from qzoo.explore import apex_epsilons
+from qzoo.loop import uses_epsilon
+from qzoo.networks import make_network
+from qzoo.objectives import make_objective
+from qzoo.replay.batch import Row
+from qzoo.replay.frames import FrameStorage, observation_shape
+from qzoo.streams import PARTS, Stream, Streams
+
+# Rows an actor steps before sending them (Ape-X's local buffer of 50 transitions,
+# Horgan et al. 2018, appendix: "the actors ... send ... every 50 steps").
+CHUNK_STEPS = 50
+
+
+def ray_epsilons(config):
+    """Ape-X's fixed epsilons over every environment of every actor (explore.py), or
+    zeros for noisy-net agents that do not act epsilon-greedily."""
+    n = config.actors * config.envs_per_actor
+    if not uses_epsilon(config):
+        return np.zeros(n)
+    # The sampling issue's --apex-epsilon / --apex-alpha when this qzoo has them.
+    epsilon = getattr(config, "apex_epsilon", 0.0) or 0.4
+    return apex_epsilons(n, epsilon, getattr(config, "apex_alpha", 7.0))
+
+
+def to_numpy(state_dict):
+    """A CPU state dict as NumPy arrays: Ray's object store shares them without a copy
+    between the processes of a machine."""
+    return {k: v.numpy() for k, v in state_dict.items()}
+
+
+def from_numpy(arrays):
+    """Back to tensors (copies: arrays from the object store are read-only)."""
+    return {k: torch.from_numpy(np.array(v)) for k, v in arrays.items()}
+
+
+def actor_stream(seed, index, restart=0):
+    """Actor `index`'s random stream: child `index` of the run's actor stream (streams.py),
+    so that actor i acts the same in every run of a seed; a restarted actor (`restart`
+    not 0) gets another one, not a replay of the episodes its first life played."""
+    child = np.random.SeedSequence(seed).spawn(len(PARTS))[PARTS.index("actor")]
+    sequence = child.spawn(index + 1)[index]
+    if restart:
+        sequence = np.random.SeedSequence([seed, index, restart])
+    return Stream(sequence, "cpu")
+
+
+def _was_restarted():
+    import ray
+
+    return ray.get_runtime_context().was_current_actor_reconstructed
+
+
+class ActorWorker:
+    """One Ape-X actor (see the module docstring)."""
+
+    def __init__(self, config, info, index, epsilons):
+        torch.set_num_threads(1)
+        self.config = config = dataclasses.replace(config, num_envs=config.envs_per_actor)
+        restart = os.getpid() if _was_restarted() else 0
+        shape = observation_shape(info.frame_shape, config.frame_stack)
+        network = make_network(config, info, shape)
+        deep = config.head_mixing if config.deep_exploration else None  # as loop.Trainer
+        self.policy = Policy(network, config.tau_samples_policy, deep)
+        epsilons = np.asarray(epsilons, np.float32)
+        self.stream = actor_stream(config.seed, index, restart)
+        self.actor = Actor(config, info, self.policy, self.stream, lambda _: epsilons)
+        self.actor.start()
+        self.version = -1  # of the weights held: none yet
+        self.objective = self.local = None
+        if config.prioritized:
+            self.objective = make_objective(config)
+            # The rows whose priorities the next chunk can give: the chunk, the n rows
+            # before it whose n-step returns it completes, and their stacks' history.
+            rows = CHUNK_STEPS + config.n_steps + config.frame_stack + 1
+            self.local = FrameStorage(
+                rows * config.num_envs, config.num_envs, info.frame_shape, info.frame_dtype,
+                info.num_actions, config.frame_stack, config.n_steps, config.discount,
+            )  # fmt: skip
+
+    def collect(self, version, weights):
+        """Steps CHUNK_STEPS times with the weights of `version` (`weights`: [ObjectRef],
+        fetched only when newer than those held). Returns ((chunk, priorities), stats):
+        a `Row` of [CHUNK_STEPS, M] arrays, the initial priorities of the transitions
+        starting at the chunk's rows shifted n rows back (`ReplayShard.add`), or None,
+        and {frames, steps, returns of the episodes ended, state_value, pid}."""
+        if version != self.version:
+            import ray
+
+            self.policy.load_weights(from_numpy(ray.get(weights[0])))
+            self.version = version
+        actor, frames, rows = self.actor, 0, []
+        steps_before = actor.agent_steps
+        for _ in range(CHUNK_STEPS):
+            row, new_frames = actor.step()
+            # Copies (the env may reuse its buffers) of the feed-forward fields
+            # (agent_info is R2D1's recurrent state: not on Ray yet).
+            row = Row(*(np.array(x) for x in row[:ROW_FIELDS]))
+            rows.append(row)
+            frames += new_frames
+            if self.local is not None:
+                self.local.add(row)
+        chunk = Row(*(np.stack(column) for column in zip(*(r[:ROW_FIELDS] for r in rows))))
+        returns, actor.episodes.completed = actor.episodes.completed, []
+        steps = actor.agent_steps - steps_before
+        stats = {"frames": frames, "steps": steps, "returns": returns,
+                 "state_value": actor.state_value.value, "pid": os.getpid()}  # fmt: skip
+        return (chunk, self._priorities()), stats
+
+    @torch.no_grad()
+    def _priorities(self):
+        """[P, M] |TD error| of the transitions starting at the P <= CHUNK_STEPS rows that
+        end n rows before the newest (their n-step returns are now stored)."""
+        if self.objective is None:
+            return None
+        local, n = self.local, self.config.n_steps
+        newest = local.num_adds  # rows written; counters first..last-1 are complete
+        first, last = max(0, newest - CHUNK_STEPS - n), newest - n
+        if last <= first:
+            return np.zeros((0, local.num_envs), np.float32)
+        t = np.repeat(np.arange(first, last) % local.num_rows, local.num_envs)
+        b = np.tile(np.arange(local.num_envs), last - first)
+        batch = local.gather(t, b).to("cpu")
+        network = self.policy.network
+        out = self.objective(network, network, batch, self.stream.torch)
+        return out.priorities.float().numpy().reshape(last - first, local.num_envs)
+
+
+class EvalWorker:
+    """The evaluator: qzoo's evaluation `Actor` with the run's evaluation stream and
+    epsilon, on the weights it is given, one phase per call."""
+
+    def __init__(self, config, info):
+        torch.set_num_threads(1)
+        shape = observation_shape(info.frame_shape, config.frame_stack)
+        self.policy = Policy(make_network(config, info, shape), config.tau_samples_policy)
+        stream = Streams(config.seed, "cpu").evaluation
+        epsilon = config.eval_exploration_epsilon
+        self.actor = Actor(config, info, self.policy, stream, lambda _: epsilon, eval_mode=True)
+
+    def evaluate(self, weights, num_frames):
+        """Acts for `num_frames` frames with `weights`; the phase's statistics."""
+        self.policy.load_weights(from_numpy(weights))
+        actor = self.actor
+        actor.start()
+        try:
+            while actor.frames < num_frames:
+                actor.step()
+        finally:
+            stats = actor.stop()
+        return stats
