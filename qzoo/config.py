@@ -240,10 +240,11 @@ class Config:
     actor_workers: int = option(1, "run", "environment worker processes (parallel, "
                                 "alternating, async; 1 steps environments in the actor)",
                                 Int(1, 256))
-    publish_period: int = option(1, "run", "async: updates between copies of the learner's "
-                                 "weights to the actor", Int(1, 10**6))
-    replay_ratio_tolerance: float = option(0.05, "run", "async: the realised ratio stays "
-                                           "within this relative distance of the target",
+    publish_period: int = option(0, "run", "updates between copies of the learner's weights "
+                                 "to actors elsewhere (--acting async, --ray; 0: 1 for async, "
+                                 "100 on Ray)", Int(0, 10**6))
+    replay_ratio_tolerance: float = option(0.05, "run", "async, --ray: the realised ratio "
+                                           "stays within this relative distance of the target",
                                            Real(0, 1, low_open=True))
     deterministic: bool = option(False, "run", "async: actor and learner in lockstep in one "
                                  "thread (reproducible, exact resume)")
@@ -259,8 +260,6 @@ class Config:
                                  Int(1, 1024))
     replay_shards: int = option(1, "run", "with --ray: replay shards (actor i writes to shard "
                                 "i mod K; each batch comes from one shard)", Int(1, 10_000))
-    ray_publish_period: int = option(100, "run", "with --ray: learner updates between weight "
-                                     "publications to the actors", Int(1, 10**6))
     # fmt: on
 
     def to_json(self):

@@ -120,16 +120,10 @@ class Trainer:
     """A run's actors, learner, replay, schedules, random streams and counters."""
 
     def __init__(self, config, info=None):
-        self.config = config
-        self.info = info or envs.describe(config)
-        check_peak_memory(config, self.info)
+        info = info or envs.describe(config)
+        check_peak_memory(config, info)
         allocator.keep_freed_memory()  # also for runs made without the CLI
-        device = resolve_device(config.device)
-        self.streams = Streams(config.seed, device)
-        torch.manual_seed(config.seed)  # network initialization only
-        self.obs_shape = observation_shape(self.info.frame_shape, config.frame_stack)
-        self.learner = Learner(config, self.info, self.obs_shape, device,
-                               self.streams.learner.torch)  # fmt: skip
+        self._setup_learner(config, info)
         if config.offline:
             self.replay = self._open_dataset()
         else:
@@ -137,12 +131,6 @@ class Trainer:
         self.replay_log = self._replay_log() if config.log_replay else None
         self.updates = UpdateSchedule(updates_per_frame(config),
                                       config.target_network_update_period)  # fmt: skip
-        # Prioritized replay's beta, annealed over replay additions (DQN Zoo).
-        self.importance_sampling_exponent = LinearSchedule(
-            config.min_replay_size, config.importance_sampling_end_t - config.min_replay_size,
-            config.importance_sampling_exponent_begin_value,
-            config.importance_sampling_exponent_end_value,
-        )  # fmt: skip
         self.epsilon = LinearSchedule(
             config.exploration_begin_frame, config.exploration_decay_frames,
             config.exploration_epsilon_begin_value, config.exploration_epsilon_end_value,
@@ -162,6 +150,22 @@ class Trainer:
         self.wall_time = 0.0
         # rlpyt's CumReplayRatio: transitions sampled / transitions collected.
         self.transitions_sampled = self.transitions_collected = 0
+
+    def _setup_learner(self, config, info):
+        """What every trainer has, here or on Ray (distributed/trainer.py): the config,
+        the environment's description, the random streams, the learner, and prioritized
+        replay's beta, annealed over replay additions (DQN Zoo)."""
+        self.config, self.info = config, info
+        device = resolve_device(config.device)
+        self.streams = Streams(config.seed, device)
+        torch.manual_seed(config.seed)  # network initialization only
+        self.obs_shape = observation_shape(info.frame_shape, config.frame_stack)
+        self.learner = Learner(config, info, self.obs_shape, device, self.streams.learner.torch)
+        self.importance_sampling_exponent = LinearSchedule(
+            config.min_replay_size, config.importance_sampling_end_t - config.min_replay_size,
+            config.importance_sampling_exponent_begin_value,
+            config.importance_sampling_exponent_end_value,
+        )  # fmt: skip
 
     def _open_dataset(self, suffixes=None):
         """All the chosen checkpoints at once (default), or `suffixes`, sampled as

@@ -295,7 +295,7 @@ _ACTS_ONLY_WITH.update({
 # Training on Ray (issue 14, qzoo/distributed/): options that only act with --ray, and
 # the relations of a --ray run. Whether Ray is installed, the address reachable and
 # the cluster big enough for --actors is checked on connecting (distributed/cluster.py).
-_RAY_ONLY = ("address", "actors", "envs_per_actor", "replay_shards", "ray_publish_period")
+_RAY_ONLY = ("address", "actors", "envs_per_actor", "replay_shards")
 # Ape-X's fixed per-environment epsilons replace the decaying schedule on Ray.
 _NOT_ON_RAY = ("exploration_epsilon_begin_value", "exploration_epsilon_end_value",
                "exploration_epsilon_decay_frame_fraction")  # fmt: skip
@@ -399,6 +399,7 @@ _ACTING_ONLY_WITH = {
     "publish_period": ("async",), "replay_ratio_tolerance": ("async",),
     "deterministic": ("async",), "actor_workers": ("parallel", "alternating", "async"),
 }  # fmt: skip
+_ALSO_ON_RAY = ("publish_period", "replay_ratio_tolerance")  # one meaning in both
 
 
 def _check_acting(config, given):
@@ -411,9 +412,13 @@ def _check_acting(config, given):
             "/ learn period)"
         )
     for name, modes in _ACTING_ONLY_WITH.items():
-        if name in given and c.acting not in modes:
+        if name in given and c.acting not in modes and not (c.ray and name in _ALSO_ON_RAY):
+            also = " or --ray" if name in _ALSO_ON_RAY else ""
             raise bad_value(name, getattr(c, name), f"no {flag(name)} here: it only acts "
-                            f"with --acting {' or '.join(modes)}")  # fmt: skip
+                            f"with --acting {' or '.join(modes)}{also}")  # fmt: skip
+    if c.ray and c.acting != "serial":
+        raise bad_value("acting", c.acting, "serial with --ray: Ray's actors already act "
+                        "beside the learner (Ape-X)")  # fmt: skip
     if "apex_alpha" in given and c.apex_epsilon == 0:
         raise bad_value(
             "apex_alpha", c.apex_alpha, "no --apex-alpha here: it only acts with --apex-epsilon"

@@ -76,7 +76,7 @@ class AsyncDriver(SerialDriver):
         self.gate.add_consumed(1)
         if trainer.updates.target_due_after(before, before + 1):
             trainer.learner.update_target(config.target_update_tau)
-        if self.gate.consumed % config.publish_period == 0:
+        if self.gate.consumed % (config.publish_period or 1) == 0:
             self.publish()
 
     def train_phase(self, num_frames, progress):

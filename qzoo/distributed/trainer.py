@@ -13,7 +13,7 @@ One turn of the coordination loop (`_pump`), top to bottom:
   _learn_one()  while the learner is behind the ratio and a batch is ready: one SGD
                 step, new priorities back to the shard, a target copy every
                 target_network_update_period frames' worth of updates, the weights
-                published (`ray.put`) every --ray-publish-period updates
+                published (`ray.put`) every --publish-period updates (default 100)
 
 The replay ratio (transitions sampled per transition collected, rlpyt's definition;
 8 for DQN Zoo's 32 every 16 frames) holds both ways: the learner never runs ahead of
@@ -34,22 +34,16 @@ import uuid
 from types import SimpleNamespace
 
 import numpy as np
-import torch
 
 from qzoo import envs
 from qzoo.distributed.cluster import Faults, connect, lost_errors
 from qzoo.distributed.shards import ReplayShard
 from qzoo.distributed.workers import CHUNK_STEPS, ActorWorker, EvalWorker, ray_epsilons, to_numpy
-from qzoo.explore import LinearSchedule
-from qzoo.learner import Learner
-from qzoo.loop import Trainer, resolve_device
+from qzoo.loop import Trainer
 from qzoo.replay.batch import Batch
-from qzoo.replay.frames import observation_shape
-from qzoo.streams import Streams
 
 EMPTY = (0, 0, False, math.nan, None)  # a shard's stats before it answered (shards.py)
 PREFETCH = 2  # batches requested ahead from each shard
-TOLERANCE = 0.05  # how far (relative) the learner may fall behind the replay ratio
 
 
 def frames_per_update(config):
@@ -68,19 +62,8 @@ class RayTrainer(Trainer):
         import ray
 
         connect(config)
-        self.config, self.info = config, info or envs.describe(config)
-        device = resolve_device(config.device)
-        self.streams = Streams(config.seed, device)
-        torch.manual_seed(config.seed)  # network initialization only
-        self.obs_shape = observation_shape(self.info.frame_shape, config.frame_stack)
-        self.learner = Learner(config, self.info, self.obs_shape, device,
-                               self.streams.learner.torch)  # fmt: skip
+        self._setup_learner(config, info or envs.describe(config))
         self.replay_log = None
-        self.importance_sampling_exponent = LinearSchedule(
-            config.min_replay_size, config.importance_sampling_end_t - config.min_replay_size,
-            config.importance_sampling_exponent_begin_value,
-            config.importance_sampling_exponent_end_value,
-        )  # fmt: skip
         self.epsilons = ray_epsilons(config)
         # results.csv's train_exploration_epsilon: the mean of the fixed epsilons.
         self.epsilon = lambda _: float(np.mean(self.epsilons))
@@ -142,7 +125,10 @@ class RayTrainer(Trainer):
         if self.learn_start_frame is None:
             return True
         due = self._target_updates(self.frame_t + self.in_flight)
-        slack = max(TOLERANCE * due, len(self.actors) * self.chunk_frames / self.frames_per_update)
+        slack = max(
+            self.config.replay_ratio_tolerance * due,
+            len(self.actors) * self.chunk_frames / self.frames_per_update,
+        )
         return due - self.updates <= slack
 
     def _pump(self, done, extra=()):
@@ -254,7 +240,7 @@ class RayTrainer(Trainer):
         self.updates += 1
         if self.updates % self.target_every == 0:
             self.learner.update_target()
-        if self.updates % self.config.ray_publish_period == 0:
+        if self.updates % (self.config.publish_period or 100) == 0:
             self._publish()
         return True
 

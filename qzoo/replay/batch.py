@@ -47,12 +47,12 @@ class Batch(NamedTuple):
 
     def to(self, device):
         """The same batch as tensors on `device` (indices stay on the host)."""
+        return to_device(self, device)
 
-        def tensor(x):
-            return None if x is None else torch.as_tensor(x, device=device)
 
-        return self._replace(
-            s_tm1=tensor(self.s_tm1), a_tm1=tensor(self.a_tm1), r_t=tensor(self.r_t),
-            discount_t=tensor(self.discount_t), s_t=tensor(self.s_t),
-            weights=tensor(self.weights),
-        )  # fmt: skip
+def to_device(batch, device):
+    """A NamedTuple batch with its arrays as tensors on `device`; `indices` (replay
+    slots, for priority updates) stay on the host, None fields stay None."""
+    fields = {k: None if v is None else torch.as_tensor(v, device=device)
+              for k, v in batch._asdict().items() if k != "indices"}  # fmt: skip
+    return batch._replace(**fields)

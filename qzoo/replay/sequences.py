@@ -30,6 +30,7 @@ import torch
 
 from qzoo import losses
 from qzoo.replay import Replay, make_sampler
+from qzoo.replay.batch import to_device
 from qzoo.replay.frames import FIRST, FrameStorage, bytes_per_transition, observation_shape
 from qzoo.replay.samplers import PrioritizedSampler
 
@@ -64,9 +65,7 @@ class SequenceBatch(NamedTuple):
 
     def to(self, device):
         """The same batch as tensors on `device` (indices stay on the host)."""
-        fields = {k: None if v is None else torch.as_tensor(v, device=device)
-                  for k, v in self._asdict().items() if k != "indices"}  # fmt: skip
-        return self._replace(**fields)
+        return to_device(self, device)
 
 
 def stacked_observations(frames, frame_mask):
