@@ -144,6 +144,11 @@ class Config:
                                      ", 12-55x less memory on Atari, slower sampling): lz4 "
                                      "or zstd; needs pip install 'qzoo[compression]'",
                                      Choice("none", "lz4", "zstd"))
+    # Replay resident on a torch device (replay/device.py, issue 13's GPU fast path).
+    replay_device: str = option("host", "replay", "where replay lives: host (NumPy arrays) "
+                                "or cpu/cuda (torch tensors: stacks, n-step returns and "
+                                "uniform draws computed there, batches born on the learner's "
+                                "device)", Choice("host", "cpu", "cuda"))
     # Optimizer.
     optimizer: str = option("rmsprop_centered", "optimizer", "rmsprop_centered (DQN Zoo's, "
                             "eps inside the root) or adam; *_tf1: Dopamine's TF1 semantics",

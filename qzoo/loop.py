@@ -127,7 +127,8 @@ class Trainer:
         if config.offline:
             self.replay = self._open_dataset()
         else:
-            self.replay = make_replay(config, self.info, self.streams.replay.numpy)
+            stream = self.streams.replay
+            self.replay = make_replay(config, self.info, stream.numpy, stream.torch)
         self.replay_log = self._replay_log() if config.log_replay else None
         self.updates = UpdateSchedule(updates_per_frame(config),
                                       config.target_network_update_period)  # fmt: skip
@@ -157,7 +158,8 @@ class Trainer:
         replay's beta, annealed over replay additions (DQN Zoo)."""
         self.config, self.info = config, info
         device = resolve_device(config.device)
-        self.streams = Streams(config.seed, device)
+        replay = {"replay": "cpu" if config.replay_device == "host" else config.replay_device}
+        self.streams = Streams(config.seed, device, replay)
         torch.manual_seed(config.seed)  # network initialization only
         self.obs_shape = observation_shape(info.frame_shape, config.frame_stack)
         self.learner = Learner(config, info, self.obs_shape, device, self.streams.learner.torch)

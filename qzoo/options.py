@@ -374,9 +374,8 @@ def validate(config, domain, given=None):
         if not domain_of_field.accepts(getattr(config, field.name)):
             raise bad_value(field.name, getattr(config, field.name), domain_of_field.expected)
     given = set(given or ())
-    for involved, holds, expected in _relations(config, domain) + _recurrent_relations(
-        config, domain
-    ):
+    relations = _relations(config, domain) + _recurrent_relations(config, domain)
+    for involved, holds, expected in relations + _device_replay_relations(config):
         if not holds:
             blamed = next((name for name in involved if name in given), involved[0])
             raise bad_value(blamed, getattr(config, blamed), expected)
@@ -385,6 +384,11 @@ def validate(config, domain, given=None):
 
         if not torch.cuda.is_available():
             raise bad_value("device", "cuda", "auto or cpu: PyTorch finds no CUDA GPU here")
+    if config.replay_device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise bad_value("replay_device", "cuda", "host or cpu: PyTorch finds no CUDA GPU here")
     if config.replay_compression != "none":
         from qzoo.replay.compressed import require
 
@@ -450,3 +454,21 @@ def _check_acting(config, given):
             c.actor_workers,
             "an even number >= 2 with --acting alternating: the workers form two halves (rlpyt)",
         )
+
+
+# Replay on a torch device (replay/device.py, issue 13): what it does not take yet.
+def _device_replay_relations(c):
+    if c.replay_device == "host":
+        return []
+    not_built = "host with {}: not built for replay on a torch device yet"
+    return [
+        (("replay_device", "replay_compression"), c.replay_compression == "none",
+         "host with --replay-compression (frames on a device are kept uncompressed)"),
+        (("replay_device", "recurrent"), not c.recurrent, not_built.format("--recurrent")),
+        (("replay_device", "offline"), not c.offline,
+         "host with --offline (a dataset is read on the host)"),
+        (("replay_device", "ray"), not c.ray, not_built.format("--ray")),
+        # Replay on the GPU and a learner on the CPU would copy every batch back.
+        (("replay_device", "device"), not (c.replay_device == "cuda" and c.device == "cpu"),
+         "host or cpu with --device cpu (replay on the GPU would send every batch back)"),
+    ]  # fmt: skip

@@ -62,10 +62,12 @@ def make_storage(config, info):
 
 
 def replay_bytes_needed(config, info):
-    """The replay's memory, for the check before a run starts: exact uncompressed; with
-    --replay-compression an estimate (see compressed.py's `bytes_estimate`)."""
+    """The replay's host memory, for the check before a run starts: exact uncompressed;
+    with --replay-compression an estimate (see compressed.py's `bytes_estimate`)."""
     args = (config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
             info.num_actions)  # fmt: skip
+    if config.replay_device == "cuda":
+        return 0  # in GPU memory (checked when it is allocated: replay/device.py)
     if config.replay_compression == "none":
         return FrameStorage.bytes_needed(*args)
     from qzoo.replay.compressed import bytes_estimate
@@ -73,8 +75,13 @@ def replay_bytes_needed(config, info):
     return bytes_estimate(*args)
 
 
-def make_replay(config, info, rng):
-    """The replay `config` asks for, drawing samples from `rng` (numpy Generator)."""
+def make_replay(config, info, rng, generator=None):
+    """The replay `config` asks for, drawing samples from `rng` (numpy Generator), or
+    with --replay-device cpu|cuda from `generator` (torch, on that device)."""
+    if config.replay_device != "host":  # replay/device.py
+        from qzoo.replay.device import make_device_replay
+
+        return make_device_replay(config, info, generator)
     if config.recurrent:  # R2D1's sequences (replay/sequences.py)
         from qzoo.replay.sequences import make_sequence_replay
 

@@ -1,0 +1,374 @@
+"""Replay resident on the learner's device (`--replay-device cpu|cuda`, issue 13).
+
+The same storage as frames.py's `FrameStorage` (each frame once, `[T, B]` rows, one
+column per environment, FIRST/LAST/ZERO_DISCOUNT flags), but every array is a torch
+tensor on `device`, and stacks, n-step returns, validity and uniform draws are tensor
+ops there: index arithmetic over the whole batch, never a Python loop over it (the
+only loops run over the stack or the n steps). Per step, only the step's row (N frames,
+actions, rewards, flags) goes host -> device; a batch is born on the device, so the
+learner's `batch.to(device)` is a no-op when replay and learner share a device.
+
+Semantics are exactly FrameStorage's (episode boundaries, zeros before an episode's
+FIRST row, life-loss discounts, n-step truncation at episode ends, the valid window),
+so for the same rows and the same indices `gather` returns the same batch
+(tests/test_device_replay.py). Sampling differs by construction: draws come from the
+replay stream's torch generator on the device, not its NumPy generator, so a run with
+`--replay-device cpu` samples other (equally uniform) indices than with host replay.
+
+`DeviceUniformSampler` is the uniform sampler's rejection sampling done in rounds on
+the device: each of the batch's positions gets ROUNDS candidate draws at once and keeps
+the first valid one (the first valid of i.i.d. uniform draws is uniform over the valid
+slots, as the host's redraw loop); one host sync per batch checks that every position
+found one (it redraws the rest otherwise). `DevicePrioritizedSampler` keeps DQN Zoo's
+proportional semantics (samplers.py) with a flat priority vector: a cumulative sum and
+`searchsorted` per batch stand in for the sum tree (O(N) per batch, which a GPU does in
+microseconds for 1M slots; a CPU pays about a millisecond).
+"""
+
+import numpy as np
+import torch
+
+from qzoo.errors import UserError
+from qzoo.replay import Replay
+from qzoo.replay.batch import Batch
+from qzoo.replay.frames import FIRST, LAST, ZERO_DISCOUNT, FrameStorage, observation_shape
+
+ROUNDS = 4  # candidate draws per position per attempt (CartPole: P(no valid) ~ 0.05^4)
+MAX_DRAWS = 1000  # as samplers.py: then the replay holds (almost) no valid transition
+
+
+def torch_dtype(dtype):
+    """The torch dtype of a NumPy dtype (uint8 frames, float32 CartPole vectors)."""
+    return torch.from_numpy(np.zeros(0, dtype)).dtype
+
+
+class DeviceFrameStorage(FrameStorage):
+    """FrameStorage with its arrays as tensors on `device` (see the module docstring).
+
+    The ring bookkeeping (cursor, rows, `oldest`, `window`, `can_sample`, `size`) is
+    FrameStorage's, in Python integers; everything indexed by rows is a tensor op."""
+
+    def __init__(
+        self, capacity, num_envs, frame_shape, frame_dtype, num_actions, stack, n_steps,
+        discount, device,
+    ):  # fmt: skip
+        # FrameStorage.__init__ would allocate host arrays: only its scalars are set here.
+        self.num_rows = -(-capacity // num_envs)
+        self.num_envs, self.stack, self.n_steps, self.discount = num_envs, stack, n_steps, discount
+        self.frame_shape = tuple(frame_shape)
+        self.observation_shape = observation_shape(frame_shape, stack)
+        self.nbytes = self.bytes_needed(capacity, num_envs, frame_shape, frame_dtype, num_actions)
+        self.device = torch.device(device)
+        shape = (self.num_rows, num_envs)
+        self.frames = self._zeros(shape + self.frame_shape, torch_dtype(frame_dtype))
+        self.actions = self._zeros(shape, torch.uint8 if num_actions <= 256 else torch.int16)
+        self.rewards = self._zeros(shape, torch.float32)
+        self.flags = self._zeros(shape, torch.uint8)
+        self._offsets = torch.arange(stack - 1, -1, -1, device=self.device)  # oldest first
+        self.cursor, self.rows, self.num_adds = 0, 0, 0
+
+    def _zeros(self, shape, dtype):
+        return torch.zeros(shape, dtype=dtype, device=self.device)
+
+    @staticmethod
+    def _put(target, value):
+        """target <- a host array, cast as NumPy's assignment casts (one step's row:
+        the only host -> device copy)."""
+        target.copy_(torch.from_numpy(np.ascontiguousarray(value)))
+
+    def add(self, row):
+        """Writes one `Row` (host arrays of the newest observation of every
+        environment); returns the row index written."""
+        t = self.cursor
+        flags = (
+            np.where(row.first, FIRST, 0) | np.where(row.last, LAST, 0)
+            | np.where(row.zero_discount, ZERO_DISCOUNT, 0)
+        ).astype(np.uint8)  # fmt: skip
+        self._put(self.frames[t], row.frame)
+        self._put(self.actions[t], row.action)
+        self._put(self.rewards[t], row.reward)
+        self._put(self.flags[t], flags)
+        self.cursor = (t + 1) % self.num_rows
+        self.rows = min(self.rows + 1, self.num_rows)
+        self.num_adds += 1
+        return t
+
+    def can_start(self, t, b):
+        """Whether rows `t` of columns `b` (tensors) may start a transition (not LAST)."""
+        return (self.flags[t, b] & LAST) == 0
+
+    def valid(self, t, b):
+        """Whether transitions start at rows `t` of columns `b`: not LAST, and no FIRST
+        among the next n rows before the episode's LAST (an abandoned episode)."""
+        ok = self.can_start(t, b)
+        ended = torch.zeros_like(ok)
+        for i in range(1, self.n_steps + 1):
+            flags = self.flags[(t + i) % self.num_rows, b]
+            ok &= ended | ((flags & FIRST) == 0)
+            ended |= (flags & LAST) != 0
+        return ok
+
+    def stacked(self, t, b):
+        """Observations ending at rows `t` of columns `b`: [len(t), *observation_shape]."""
+        rows = (t[:, None] - self._offsets[None, :]) % self.num_rows
+        frames = self.frames[rows, b[:, None]]  # advanced indexing: a fresh tensor
+        if self.stack > 1:
+            first = ((self.flags[rows, b[:, None]] & FIRST) != 0).to(torch.int32)
+            # A frame is blank when a FIRST row comes after it inside the stack.
+            later_first = first.flip(1).cumsum(1).flip(1) - first
+            blank = (later_first > 0).view(first.shape + (1,) * len(self.frame_shape))
+            frames.masked_fill_(blank, 0)
+        return frames.reshape((len(t),) + self.observation_shape)
+
+    def returns(self, t, b):
+        """n-step (reward, discount, end row) for transitions starting at rows `t`:
+        rewards discounted up to the first LAST row, discount gamma^k or 0 after a
+        termination or life loss (DQN Zoo's n-step transitions, dqn_zoo.md)."""
+        reward = torch.zeros(len(t), dtype=torch.float32, device=self.device)
+        discount = torch.ones(len(t), dtype=torch.float32, device=self.device)
+        end = t.clone()
+        alive = torch.ones(len(t), dtype=torch.bool, device=self.device)
+        for i in range(1, self.n_steps + 1):
+            row = (t + i) % self.num_rows
+            flags = self.flags[row, b]
+            reward += torch.where(alive, discount * self.rewards[row, b], 0.0)
+            keep = (flags & ZERO_DISCOUNT) == 0
+            discount = torch.where(alive, discount * self.discount * keep, discount)
+            end = torch.where(alive, row, end)
+            alive &= (flags & LAST) == 0
+        return reward, discount, end
+
+    def gather(self, t, b):
+        """The `Batch` of transitions starting at rows `t` of columns `b` (int64
+        tensors on the device, or anything torch.as_tensor takes), as device tensors."""
+        t = torch.as_tensor(t, dtype=torch.int64, device=self.device)
+        b = torch.as_tensor(b, dtype=torch.int64, device=self.device)
+        r_t, discount_t, end = self.returns(t, b)
+        return Batch(
+            s_tm1=self.stacked(t, b), a_tm1=self.actions[t, b].to(torch.int64), r_t=r_t,
+            discount_t=discount_t, s_t=self.stacked(end, b), indices=(t, b),
+        )  # fmt: skip
+
+    def state_dict(self):
+        """FrameStorage's keys and dtypes, so that a checkpoint of either storage
+        restores into the other. On the CPU the arrays are NumPy views (no copy); on a
+        GPU they stay tensors, which checkpoint.py streams to the file in 8 MiB pieces
+        instead of copying the whole replay to the host first."""
+        n = self.rows
+        return {
+            "frames": _host(self.frames[:n]),
+            "actions": _host(self.actions[:n]),
+            "rewards": _host(self.rewards[:n]),
+            "flags": _host(self.flags[:n]),
+            "cursor": self.cursor,
+            "rows": self.rows,
+            "num_adds": self.num_adds,
+        }
+
+    def load_state_dict(self, state):
+        n, frames = state["rows"], state["frames"]
+        if tuple(frames.shape[1:]) != tuple(self.frames.shape[1:]) or n > self.num_rows:
+            raise ValueError(
+                f"replay of {n} rows of {tuple(frames.shape[1:])} does not fit "
+                f"this run's {self.num_rows} rows of {tuple(self.frames.shape[1:])}"
+            )
+        for name in ("frames", "actions", "rewards", "flags"):
+            source, target = state[name], getattr(self, name)
+            # In blocks of rows, so that a memory-mapped source is read piece by piece.
+            for begin in range(0, n, 4096):
+                end = min(n, begin + 4096)
+                block = torch.as_tensor(np.ascontiguousarray(source[begin:end]))
+                target[begin:end].copy_(block)
+        self.cursor, self.rows, self.num_adds = int(state["cursor"]), n, int(state["num_adds"])
+
+
+def _host(tensor):
+    """A CPU tensor as a NumPy view (what FrameStorage's state holds); a GPU tensor as
+    it is (checkpoint.py copies it to the file piece by piece)."""
+    return tensor.numpy() if tensor.device.type == "cpu" else tensor
+
+
+def first_valid(draw, accept, batch_size, what):
+    """Rows and columns of `batch_size` draws, each the first of its candidates that
+    `accept(t, b)` passes: `draw((ROUNDS, batch_size))` gives ROUNDS candidates per
+    position at once; positions left without one draw again. The first accepted of
+    i.i.d. draws has the draws' distribution restricted to the accepted slots, as the
+    host samplers' redraw loop (samplers.py). One host sync per attempt."""
+    t = b = found = None
+    for _ in range(MAX_DRAWS // ROUNDS):
+        t_new, b_new = draw((ROUNDS, batch_size))
+        ok = accept(t_new.reshape(-1), b_new.reshape(-1)).view(ROUNDS, batch_size)
+        pick = ok.to(torch.uint8).argmax(0, keepdim=True)  # argmax: the first maximum
+        t_new, b_new, ok = t_new.gather(0, pick)[0], b_new.gather(0, pick)[0], ok.any(0)
+        if t is None:
+            t, b, found = t_new, b_new, ok
+        else:  # only the positions still without a valid draw take the new ones
+            t, b = torch.where(found, t, t_new), torch.where(found, b, b_new)
+            found = found | ok
+        if bool(found.all()):
+            return t, b
+    raise RuntimeError(f"{what} found no valid transition in {MAX_DRAWS} draws")
+
+
+class DeviceUniformSampler:
+    """Uniform over valid transitions, with replacement, drawn on the storage's device
+    from the torch `generator` (see the module docstring for the rounds)."""
+
+    def __init__(self, storage, generator):
+        self.storage, self.generator = storage, generator
+
+    def added(self, t):
+        """Called after the storage wrote row `t`."""
+
+    def draw(self, shape):
+        """Rows and columns of uniform draws in the valid window (not yet checked for
+        validity), both int64 tensors of `shape`."""
+        storage, g, device = self.storage, self.generator, self.storage.device
+        low, high = storage.window()
+        age = torch.randint(low, high, shape, generator=g, device=device)
+        t = (storage.oldest() + age) % storage.num_rows
+        return t, torch.randint(storage.num_envs, shape, generator=g, device=device)
+
+    def sample(self, batch_size):
+        """Rows `t` and columns `b` (device tensors) of `batch_size` transitions, and
+        None for weights (uniform sampling needs no importance weights)."""
+        if not self.storage.can_sample():
+            raise RuntimeError("replay holds too few rows to sample")
+        t, b = first_valid(self.draw, self.storage.valid, batch_size, "replay")
+        return t, b, None
+
+    def update(self, indices, priorities):
+        """Uniform sampling ignores priorities."""
+
+    def state_dict(self):
+        return {}  # the generator is the replay stream's, checkpointed by streams.py
+
+    def load_state_dict(self, state):
+        pass
+
+
+class DevicePrioritizedSampler:
+    """Proportional prioritized sampling (Schaul et al. 2016, arXiv:1511.05952) with DQN
+    Zoo's semantics, as samplers.py's PrioritizedSampler: leaf values p^alpha with
+    0^alpha = 0, a draw uniform with probability `uniform_sample_probability` (a valid
+    uniform draw, as there), importance weights (1/N / P)^beta divided by the batch
+    maximum, new rows at the largest priority seen (LAST rows at zero), invalid draws
+    redrawn. The sum tree's role is taken by a flat float64 vector of the [T, B] slots
+    (slot = t * B + b), a cumulative sum and `searchsorted` (the smallest slot whose
+    cumulative sum exceeds the target, never a zero-valued one, as SumTree.query)."""
+
+    def __init__(self, storage, generator, priority_exponent, uniform_sample_probability,
+                 normalize_weights=True):  # fmt: skip
+        self.storage, self.generator = storage, generator
+        self._uniform = DeviceUniformSampler(storage, generator)
+        slots = storage.num_rows * storage.num_envs
+        self.priorities = torch.zeros(slots, dtype=torch.float64, device=storage.device)
+        self.priority_exponent = priority_exponent
+        self.uniform_sample_probability = uniform_sample_probability
+        self.normalize_weights = normalize_weights
+        self.max_seen_priority = 1.0
+        self.importance_sampling_exponent = 0.4  # annealed by the run loop
+
+    def _power(self, p):
+        # 0^alpha must be 0 (0^0 would be 1): a zero priority is never sampled.
+        return torch.where(p == 0, 0.0, p.pow(self.priority_exponent))
+
+    def added(self, t):
+        """New transitions enter at the max seen priority; LAST rows at zero."""
+        storage = self.storage
+        columns = torch.arange(storage.num_envs, device=storage.device)
+        rows = torch.full_like(columns, t)
+        top = self._power(torch.tensor(self.max_seen_priority, dtype=torch.float64))
+        value = torch.where(storage.can_start(rows, columns), top.to(storage.device), 0.0)
+        self.priorities[t * storage.num_envs : (t + 1) * storage.num_envs] = value
+
+    def sample_indices(self, batch_size):
+        """Rows and columns drawn by priority (uniform with probability u)."""
+        cumulative = self.priorities.cumsum(0)
+        total = cumulative[-1]
+        if float(total) <= 0:
+            return self._uniform.sample(batch_size)[:2]
+        storage, g, device = self.storage, self.generator, self.storage.device
+
+        def draw(shape):  # each candidate uniform (and valid) with probability u
+            uniform = torch.rand(shape, generator=g, device=device)
+            uniform = uniform < self.uniform_sample_probability
+            targets = torch.rand(shape, generator=g, device=device, dtype=torch.float64) * total
+            slot = torch.searchsorted(cumulative, targets.view(-1), right=True)
+            slot = slot.clamp_(max=cumulative.numel() - 1).view(shape)
+            t_u, b_u, _ = self._uniform.sample(uniform.numel())
+            t = torch.where(uniform, t_u.view(shape), slot // storage.num_envs)
+            return t, torch.where(uniform, b_u.view(shape), slot % storage.num_envs)
+
+        def accept(t, b):
+            return storage.in_window(t) & storage.valid(t, b)
+
+        return first_valid(draw, accept, batch_size, "prioritized replay")
+
+    def probabilities(self, t, b):
+        """P(i) = (1 - u) p_i^alpha / sum + u / N, N the number of stored transitions."""
+        u = self.uniform_sample_probability
+        leaf = self.priorities[t * self.storage.num_envs + b]
+        return (1 - u) * leaf / self.priorities.sum() + u / self.storage.size
+
+    def sample(self, batch_size):
+        """Rows, columns and importance weights (1/N / P)^beta (normalized by the
+        batch maximum) of `batch_size` transitions."""
+        t, b = self.sample_indices(batch_size)
+        size = self.storage.size
+        weights = (1.0 / size / self.probabilities(t, b)).pow(self.importance_sampling_exponent)
+        if self.normalize_weights:
+            weights = weights / weights.max()
+        if not bool(torch.isfinite(weights).all()):
+            raise RuntimeError("non-finite importance sampling weights")
+        return t, b, weights.to(torch.float32)
+
+    def update(self, indices, priorities):
+        """Writes new priorities (e.g. |TD error|, a host array) for sampled slots."""
+        t, b = indices
+        priorities = np.asarray(priorities, np.float64)
+        if not np.all(np.isfinite(priorities)) or np.any(priorities < 0):
+            raise ValueError("priorities must be finite and non-negative")
+        self.max_seen_priority = max(self.max_seen_priority, float(priorities.max()))
+        p = torch.from_numpy(priorities).to(self.storage.device)
+        # LAST rows never start a transition: they stay at zero.
+        value = torch.where(self.storage.can_start(t, b), self._power(p), 0.0)
+        self.priorities[t * self.storage.num_envs + b] = value
+
+    def state_dict(self):
+        # A copy: the live vector keeps changing while a checkpoint could be writing it.
+        priorities = self.priorities.clone()
+        if priorities.device.type == "cpu":
+            priorities = priorities.numpy()
+        return {"priorities": priorities, "max_seen_priority": self.max_seen_priority}
+
+    def load_state_dict(self, state):
+        self.priorities.copy_(torch.as_tensor(np.asarray(state["priorities"])))
+        self.max_seen_priority = float(state["max_seen_priority"])
+
+
+def make_device_replay(config, info, generator):
+    """The replay of `--replay-device cpu|cuda`: device storage and the uniform (or
+    with --prioritized the prioritized) sampler drawing from `generator` (the replay
+    stream's torch generator on that device)."""
+    device = torch.device(config.replay_device)
+    args = (config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
+            info.num_actions)  # fmt: skip
+    if device.type == "cuda":
+        needed, (free, _) = FrameStorage.bytes_needed(*args), torch.cuda.mem_get_info(device)
+        if needed > free:
+            gib = 2**30
+            raise UserError(
+                f"--replay-capacity {config.replay_capacity}: the replay needs "
+                f"{needed / gib:.1f} GiB of GPU memory and {free / gib:.1f} GiB is free; lower "
+                "--replay-capacity or use --replay-device host"
+            )
+    storage = DeviceFrameStorage(*args, config.frame_stack, config.n_steps, config.discount,
+                                 device)  # fmt: skip
+    if not config.prioritized:
+        return Replay(storage, DeviceUniformSampler(storage, generator))
+    return Replay(storage, DevicePrioritizedSampler(
+        storage, generator, priority_exponent=config.priority_exponent,
+        uniform_sample_probability=config.uniform_sample_probability,
+        normalize_weights=config.normalize_weights,
+    ))  # fmt: skip
