@@ -19,6 +19,7 @@ import time
 
 import torch
 
+from qzoo import allocator
 from qzoo.bench import _machine, bench_storage, emit, fill, play_rows
 from qzoo.replay import Replay
 from qzoo.replay.device import DeviceFrameStorage, DeviceUniformSampler
@@ -58,6 +59,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0)
     args = parser.parse_args()
+    allocator.keep_freed_memory()  # as a run does: batch-sized blocks stay in the heap
     devices = args.devices.split(",")
     # Batches go where the learner is: the GPU when one is benchmarked, else the CPU.
     learner = "cuda" if "cuda" in devices else "cpu"

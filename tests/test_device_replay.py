@@ -248,3 +248,15 @@ def test_what_it_does_not_take_is_refused_in_one_line(options, blamed, tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("qzoo: error: " + blamed), err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_run_with_device_sampling_learns_cartpole():
+    """With its own (torch) draws, 8,000 frames take the greedy return from about 9
+    past 100 (measured on seeds 1, 2, 3: 252, 153, 267). About 6 s on 2 cores."""
+    from qzoo.loop import Trainer, run
+
+    options = {"env": "CartPole-v1", "iterations": "1", "train_frames": "8000",
+               "eval_frames": "1000", "seed": "1", "threads": "1", "replay_device": "cpu"}  # fmt: skip
+    returns = [row["eval_episode_return"] for row in run(Trainer(build_config("dqn", options)))]
+    assert returns[0] < 40 and returns[1] > 100, returns
