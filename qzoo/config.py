@@ -147,7 +147,7 @@ class Config:
     # Replay resident on a torch device (replay/device.py, issue 13's GPU fast path).
     replay_device: str = option("host", "replay", "where replay lives: host (NumPy arrays) "
                                 "or cpu/cuda (torch tensors: stacks, n-step returns and "
-                                "uniform draws computed there, batches born on the learner's "
+                                "draws computed there, batches born on the learner's "
                                 "device)", Choice("host", "cpu", "cuda"))
     # Optimizer.
     optimizer: str = option("rmsprop_centered", "optimizer", "rmsprop_centered (DQN Zoo's, "

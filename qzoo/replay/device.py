@@ -290,8 +290,9 @@ class DevicePrioritizedSampler:
         storage = self.storage
         columns = torch.arange(storage.num_envs, device=storage.device)
         rows = torch.full_like(columns, t)
-        top = self._power(torch.tensor(self.max_seen_priority, dtype=torch.float64))
-        value = torch.where(storage.can_start(rows, columns), top.to(storage.device), 0.0)
+        top = self.max_seen_priority
+        top = 0.0 if top == 0 else top**self.priority_exponent  # a Python float: no copy
+        value = storage.can_start(rows, columns).to(torch.float64) * top
         self.priorities[t * storage.num_envs : (t + 1) * storage.num_envs] = value
 
     def sample_indices(self, batch_size):
