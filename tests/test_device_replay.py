@@ -260,3 +260,24 @@ def test_a_run_with_device_sampling_learns_cartpole():
                "eval_frames": "1000", "seed": "1", "threads": "1", "replay_device": "cpu"}  # fmt: skip
     returns = [row["eval_episode_return"] for row in run(Trainer(build_config("dqn", options)))]
     assert returns[0] < 40 and returns[1] > 100, returns
+
+
+def test_a_gpu_replay_that_does_not_fit_is_refused_before_the_run(monkeypatch):
+    """By hand: 1,000 Atari transitions take 1,000 x 7,062 bytes (frames.py); with
+    7,000,000 bytes free the check refuses, with exactly 7,062,000 it passes and counts
+    no host memory. (No GPU here: the free memory is a patched answer.)"""
+    from qzoo import envs
+    from qzoo.errors import UserError
+    from qzoo.replay import replay_bytes_needed
+
+    config = build_config("dqn", {"env": "pong", "replay_capacity": "1000"})
+    config.replay_device = "cuda"  # past validation, which wants a GPU
+    info = envs.describe(config)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *device: (7_000_000, 8 * 2**30))
+    with pytest.raises(
+        UserError,
+        match="needs 7,062,000 bytes .0.01 GiB. of GPU memory and 7,000,000 bytes are free",
+    ):
+        replay_bytes_needed(config, info)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *device: (7_062_000, 8 * 2**30))
+    assert replay_bytes_needed(config, info) == 0

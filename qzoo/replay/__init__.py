@@ -66,8 +66,11 @@ def replay_bytes_needed(config, info):
     with --replay-compression an estimate (see compressed.py's `bytes_estimate`)."""
     args = (config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
             info.num_actions)  # fmt: skip
-    if config.replay_device == "cuda":
-        return 0  # in GPU memory (checked when it is allocated: replay/device.py)
+    if config.replay_device == "cuda":  # in GPU memory: refused here if it cannot fit
+        from qzoo.replay.device import check_gpu_memory
+
+        check_gpu_memory(config, info)
+        return 0
     if config.replay_compression == "none":
         return FrameStorage.bytes_needed(*args)
     from qzoo.replay.compressed import bytes_estimate
