@@ -12,27 +12,8 @@ value that fails raises UserError: `--name: bad value X; expected ...`.
 import dataclasses
 import math
 
-from qzoo.errors import UserError
-
-
-def flag(name):
-    """`replay_capacity` -> `--replay-capacity`."""
-    return "--" + name.replace("_", "-")
-
-
-def shown(value):
-    """A value as a message shows it: as typed, quoted only when that would be unclear."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
-        return str(int(value))  # 0, not 0.0
-    if isinstance(value, str) and (not value or value != value.strip() or " " in value):
-        return repr(value)
-    return str(value)
-
-
-def bad_value(name, value, expected):
-    return UserError(f"{flag(name)}: bad value {shown(value)}; expected {expected}")
+from qzoo import options_features as features
+from qzoo.errors import UserError, bad_value, flag, shown
 
 
 class Int:
@@ -203,7 +184,7 @@ def _relations(config, domain):
          c.noisy or c.exploration_epsilon_begin_value > 0 or c.exploration_epsilon_end_value > 0,
          ("some exploration: --noisy, or a positive --exploration-epsilon-begin-value or "
           "--exploration-epsilon-end-value")),
-    ] + _ray_relations(c)  # fmt: skip
+    ] + features.ray_relations(c)  # fmt: skip
 
 
 # Options that act only together with others, and would otherwise be silently dropped:
@@ -248,100 +229,7 @@ _ACTS_ONLY_WITH = {
                            ("the frame replay, not --offline's dataset or --recurrent's "
                             "sequences")),
 }  # fmt: skip
-
-
-# ---- R2D1 (--recurrent): what sequences need, and what has no recurrent version ----
-def _recurrent_relations(config, domain):
-    c = config
-    if not c.recurrent:
-        return []
-    rows = -(-c.replay_capacity // c.num_envs)
-    rows = -(-rows // c.store_state_interval) * c.store_state_interval  # as sequences.py
-    need = c.burn_in_steps + c.sequence_steps + c.n_steps + c.frame_stack + c.store_state_interval
-    feed_forward_only = (  # (option, holds, its accepted value and why)
-        ("distribution", c.distribution == "none", "none (R2D1's network has plain Q-values)"),
-        ("num_heads", c.num_heads == 1, "1 (R2D1's network has one Q head)"),
-        ("noisy", not c.noisy, "false (R2D1's network has no noisy layers)"),
-        ("shared_bias", not c.shared_bias, "false (R2D1's heads are rlpyt's)"),
-        ("cql_alpha", c.cql_alpha == 0, "0 (R2D1's objective has no CQL term)"),
-        ("deep_exploration", not c.deep_exploration, "false (R2D1's network has one head)"),
-        ("grad_error_bound", c.grad_error_bound == 0,
-         "0 (R2D1's loss is 1/2 delta^2: rlpyt's delta_clip None)"),
-        ("offline", not c.offline, "'' (R2D1 needs the recurrent states its actor stores)"),
-        ("log_replay", not c.log_replay, "'' (the DQN Replay Dataset has no recurrent states)"),
-    )  # fmt: skip
-    return [
-        (("burn_in_steps", "sequence_steps", "n_steps", "frame_stack", "store_state_interval",
-          "replay_capacity", "num_envs"), need <= rows,
-         (f"--burn-in-steps + --sequence-steps + --n-steps + --frame-stack + "
-          f"--store-state-interval ({c.burn_in_steps} + {c.sequence_steps} + {c.n_steps} + "
-          f"{c.frame_stack} + {c.store_state_interval} = {need}) at most the replay's rows per "
-          f"environment (--replay-capacity {c.replay_capacity} / --num-envs {c.num_envs}, in "
-          f"multiples of --store-state-interval: {rows}), so that one sequence fits")),
-    ] + [((name, "recurrent"), holds, f"{flag(name)} {expected} with --recurrent (R2D1)")
-         for name, holds, expected in feed_forward_only]  # fmt: skip
-
-
-_ACTS_ONLY_WITH.update({
-    **{name: (None, (), lambda c, d: c.recurrent, "--recurrent (R2D1)")
-       for name in ("lstm_size", "burn_in_steps", "sequence_steps", "store_state_interval",
-                    "value_rescale_eps")},
-    **{name: (None, (), lambda c, d: c.recurrent and c.prioritized,
-              "--recurrent and --prioritized (R2D1's prioritized sequences)")
-       for name in ("priority_eta", "input_priorities")},
-})  # fmt: skip
-
-
-# Training on Ray (issue 14, qzoo/distributed/): options that only act with --ray, and
-# the relations of a --ray run. Whether Ray is installed, the address reachable and
-# the cluster big enough for --actors is checked on connecting (distributed/cluster.py).
-_RAY_ONLY = ("address", "actors", "envs_per_actor", "replay_shards")
-# Ape-X's fixed per-environment epsilons replace the decaying schedule on Ray.
-_NOT_ON_RAY = ("exploration_epsilon_begin_value", "exploration_epsilon_end_value",
-               "exploration_epsilon_decay_frame_fraction")  # fmt: skip
-_ACTS_ONLY_WITH.update({name: (None, (), lambda c, d: c.ray, "--ray") for name in _RAY_ONLY})
-_ACTS_ONLY_WITH.update(
-    {
-        name: (None, (), lambda c, d: not c.ray,
-               "a run without --ray (on Ray, actors keep Ape-X's fixed epsilons)")
-        for name in _NOT_ON_RAY
-    }
-)  # fmt: skip
-
-
-def valid_address(text):
-    """'' (start a local Ray instance), 'auto' or HOST:PORT with a port in 1..65535."""
-    if text in ("", "auto"):
-        return True
-    host, sep, port = text.rpartition(":")
-    return bool(sep and host and port.isdigit() and 1 <= int(port) <= 65535)
-
-
-def _ray_relations(c):
-    if not c.ray:
-        return []
-    envs = c.actors * c.envs_per_actor
-    rows = c.replay_capacity // envs  # each actor's part of the replay, per environment
-    return [
-        (("address",), valid_address(c.address),
-         "auto or HOST:PORT (a Ray cluster's address; leave it out for a local instance)"),
-        # An actor's environments are --envs-per-actor; --num-envs is the serial loop's.
-        (("num_envs",), c.num_envs == 1,
-         "1 with --ray: use --envs-per-actor for the environments of each actor"),
-        (("replay_shards", "actors"), c.replay_shards <= c.actors,
-         f"at most --actors {c.actors} (actor i writes to shard i mod K: more would stay empty)"),
-        (("offline",), not c.offline,
-         "no --offline with --ray: offline training on Ray is not built yet"),
-        (("recurrent",), not c.recurrent,
-         "false with --ray: R2D1 (sequences, recurrent state) on Ray is not built yet"),
-        (("log_replay",), not c.log_replay,
-         "no --log-replay with --ray: the experience is spread over replay shards"),
-        (("replay_capacity", "actors", "envs_per_actor", "n_steps", "frame_stack"),
-         c.n_steps + c.frame_stack <= rows,
-         (f"--n-steps + --frame-stack ({c.n_steps} + {c.frame_stack}) at most the replay's "
-          f"rows per environment (--replay-capacity {c.replay_capacity} / (--actors "
-          f"{c.actors} x --envs-per-actor {c.envs_per_actor}): {rows})")),
-    ]  # fmt: skip
+_ACTS_ONLY_WITH.update(features.ACTS_ONLY_WITH)  # R2D1's and Ray's (options_features.py)
 
 
 def _check_acts(config, domain, given):
@@ -374,8 +262,8 @@ def validate(config, domain, given=None):
         if not domain_of_field.accepts(getattr(config, field.name)):
             raise bad_value(field.name, getattr(config, field.name), domain_of_field.expected)
     given = set(given or ())
-    relations = _relations(config, domain) + _recurrent_relations(config, domain)
-    for involved, holds, expected in relations + _device_replay_relations(config):
+    relations = _relations(config, domain) + features.recurrent_relations(config, domain)
+    for involved, holds, expected in relations + features.device_replay_relations(config):
         if not holds:
             blamed = next((name for name in involved if name in given), involved[0])
             raise bad_value(blamed, getattr(config, blamed), expected)
@@ -395,80 +283,4 @@ def validate(config, domain, given=None):
         require(config.replay_compression)  # the codec's package, before any work
     if given:
         _check_acts(config, domain, given)
-    _check_acting(config, given)
-
-
-# Acting (qzoo/acting/, issue 11): how the environments and the learner run together.
-_ACTING_ONLY_WITH = {
-    "publish_period": ("async",), "replay_ratio_tolerance": ("async",),
-    "deterministic": ("async",), "actor_workers": ("parallel", "alternating", "async"),
-}  # fmt: skip
-_ALSO_ON_RAY = ("publish_period", "replay_ratio_tolerance")  # one meaning in both
-
-
-def _check_acting(config, given):
-    """Refuses acting options that conflict or would have no effect."""
-    c = config
-    if "replay_ratio" in given and "learn_period" in given:
-        raise UserError(
-            f"--replay-ratio {shown(c.replay_ratio)} and --learn-period {c.learn_period} both "
-            "set how often the learner updates; give one (R = batch size x action repeats "
-            "/ learn period)"
-        )
-    for name, modes in _ACTING_ONLY_WITH.items():
-        if name in given and c.acting not in modes and not (c.ray and name in _ALSO_ON_RAY):
-            also = " or --ray" if name in _ALSO_ON_RAY else ""
-            raise bad_value(name, getattr(c, name), f"no {flag(name)} here: it only acts "
-                            f"with --acting {' or '.join(modes)}{also}")  # fmt: skip
-    if c.ray and c.acting != "serial":
-        raise bad_value("acting", c.acting, "serial with --ray: Ray's actors already act "
-                        "beside the learner (Ape-X)")  # fmt: skip
-    if "apex_alpha" in given and c.apex_epsilon == 0:
-        raise bad_value(
-            "apex_alpha", c.apex_alpha, "no --apex-alpha here: it only acts with --apex-epsilon"
-        )
-    if c.apex_epsilon > 0 and c.eps_final_min > 0:
-        raise bad_value(
-            "apex_epsilon",
-            c.apex_epsilon,
-            "no --apex-epsilon with --eps-final-min: they are two ways to set the final epsilons",
-        )
-    if c.acting in ("alternating", "async") and c.recurrent:
-        raise bad_value("acting", c.acting, "serial or parallel with --recurrent: R2D1's "
-                        "recurrent states are not yet carried by halves or an actor copy")  # fmt: skip
-    if c.acting == "alternating" and c.deep_exploration:
-        raise bad_value("acting", c.acting, "serial, parallel or async with "
-                        "--deep-exploration: its per-episode heads are kept for all "
-                        "environments at once, not per half")  # fmt: skip
-    if c.acting != "serial" and c.offline:
-        raise bad_value("acting", c.acting, "serial with --offline: an offline run does not act")
-    if c.acting in ("parallel", "alternating", "async") and c.actor_workers > c.num_envs:
-        raise bad_value(
-            "actor_workers",
-            c.actor_workers,
-            f"at most --num-envs {c.num_envs}: each worker steps at least one environment",
-        )
-    if c.acting == "alternating" and (c.actor_workers < 2 or c.actor_workers % 2):
-        raise bad_value(
-            "actor_workers",
-            c.actor_workers,
-            "an even number >= 2 with --acting alternating: the workers form two halves (rlpyt)",
-        )
-
-
-# Replay on a torch device (replay/device.py, issue 13): what it does not take yet.
-def _device_replay_relations(c):
-    if c.replay_device == "host":
-        return []
-    not_built = "host with {}: not built for replay on a torch device yet"
-    return [
-        (("replay_device", "replay_compression"), c.replay_compression == "none",
-         "host with --replay-compression (frames on a device are kept uncompressed)"),
-        (("replay_device", "recurrent"), not c.recurrent, not_built.format("--recurrent")),
-        (("replay_device", "offline"), not c.offline,
-         "host with --offline (a dataset is read on the host)"),
-        (("replay_device", "ray"), not c.ray, not_built.format("--ray")),
-        # Replay on the GPU and a learner on the CPU would copy every batch back.
-        (("replay_device", "device"), not (c.replay_device == "cuda" and c.device == "cpu"),
-         "host or cpu with --device cpu (replay on the GPU would send every batch back)"),
-    ]  # fmt: skip
+    features.check_acting(config, given)

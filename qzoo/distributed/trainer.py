@@ -36,6 +36,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from qzoo import envs
+from qzoo.acting.ratio import updates_per_frame
 from qzoo.distributed.cluster import Faults, connect, lost_errors
 from qzoo.distributed.shards import ReplayShard
 from qzoo.distributed.workers import CHUNK_STEPS, ActorWorker, EvalWorker, ray_epsilons, to_numpy
@@ -48,9 +49,22 @@ PREFETCH = 2  # batches requested ahead from each shard
 
 def frames_per_update(config):
     """Frames collected per SGD step under the replay ratio: learn_period (DQN Zoo), or
-    batch_size x action_repeats / R for rlpyt's --replay-ratio R where qzoo has it."""
-    ratio = getattr(config, "replay_ratio", 0.0)
-    return config.batch_size * config.action_repeats / ratio if ratio else config.learn_period
+    batch_size x action_repeats / R for rlpyt's --replay-ratio R (acting/ratio.py)."""
+    return float(1 / updates_per_frame(config))
+
+
+class _RayColumns:
+    """Stands in for an acting driver (acting/drivers.py) in Trainer.run_iteration:
+    the same columns in the same place; RayTrainer.run_iteration fills in the ratio
+    and the learner's waiting as the Ray run measured them."""
+
+    def columns(self, train, stats):
+        duration = train.get("duration", math.nan)
+        return {
+            "train_updates_per_second": stats["num_updates"] / duration if duration else math.nan,
+            "replay_ratio": math.nan,
+            "learner_wait_fraction": math.nan,
+        }
 
 
 class RayTrainer(Trainer):
@@ -66,7 +80,8 @@ class RayTrainer(Trainer):
         self.replay_log = None
         self.epsilons = ray_epsilons(config)
         # results.csv's train_exploration_epsilon: the mean of the fixed epsilons.
-        self.epsilon = lambda _: float(np.mean(self.epsilons))
+        self.epsilon = self.train_epsilon = lambda _: float(np.mean(self.epsilons))
+        self.driver = _RayColumns()
         self.iteration, self.frame_t, self.wall_time = 0, 0, 0.0
         self.frames_per_update = frames_per_update(config)
         self.target_every = max(1, round(config.target_network_update_period

@@ -38,9 +38,8 @@ def ray_epsilons(config):
     n = config.actors * config.envs_per_actor
     if not uses_epsilon(config):
         return np.zeros(n)
-    # The sampling issue's --apex-epsilon / --apex-alpha when this qzoo has them.
-    epsilon = getattr(config, "apex_epsilon", 0.0) or 0.4
-    return apex_epsilons(n, epsilon, getattr(config, "apex_alpha", 7.0))
+    # --apex-epsilon / --apex-alpha (0: Ape-X's 0.4; alpha defaults to its 7).
+    return apex_epsilons(n, config.apex_epsilon or 0.4, config.apex_alpha)
 
 
 def to_numpy(state_dict):
