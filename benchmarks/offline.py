@@ -64,9 +64,16 @@ def main():
     parser.add_argument("--agent", default="dqn")
     parser.add_argument("--source", choices=("noise", "pong"), default="noise")
     parser.add_argument("--reuse", action="store_true", help="keep FOLDER's dataset")
+    parser.add_argument(
+        "--no-readahead",
+        action="store_true",
+        help="read frames one page fault at a time (qzoo before readahead)",
+    )
+    parser.add_argument("--no-online", action="store_true", help="skip the online comparison")
     args = parser.parse_args()
     described = {"transitions": args.transitions, "checkpoint_rows": args.checkpoint_rows,
-                 "agent": args.agent, "frames": args.frames, "source": args.source}  # fmt: skip
+                 "agent": args.agent, "frames": args.frames, "source": args.source,
+                 "readahead": not args.no_readahead}  # fmt: skip
     if not args.reuse:
         shutil.rmtree(args.folder, ignore_errors=True)
         write_dataset(args, described)
@@ -115,6 +122,7 @@ def main_train(args, described):
     threads.apply(config)  # as `qzoo train` does
     before, anon_before = rss(), rss("RssAnon")
     trainer = Trainer(config)
+    trainer.replay.storage.readahead = not args.no_readahead
     emit("offline_rss_after_open", rss() - before, "bytes", **described)
     emit("offline_anon_after_open", rss("RssAnon") - anon_before, "bytes", **described)
     trainer.train_phase(1600)  # warm-up: first touches of the maps, allocator
@@ -129,6 +137,8 @@ def main_train(args, described):
     emit("peak_rss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "bytes",
          **described)  # fmt: skip
     del trainer
+    if args.no_online:
+        return
     online = build_config(args.agent, {"env": "pong", "progress": "false", "tensorboard": "false"})
     result = measure_train(online, args.frames, 5_000)
     emit("online_updates_per_second", result["updates_per_second"], "updates/s", **described)

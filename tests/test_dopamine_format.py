@@ -5,6 +5,7 @@ sampling by Dopamine's rules, against a reference written loop by loop from §1.
 import gzip
 import io
 import json
+import mmap
 import os
 import pickle
 
@@ -348,3 +349,43 @@ def test_the_writers_staging_maps_leave_the_resident_set(tmp_path):
     again = dopamine.read_checkpoint(tmp_path / "logs", 0)
     np.testing.assert_array_equal(again["observation"][:2012], writer.observation[:2012])
     assert again["observation"][2011, 0, 0] == 2000 % 256
+
+
+class _Recorder:
+    """Stands in for a memory map: records madvise calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def madvise(self, option, start, length):
+        self.calls.append((option, start, length))
+
+
+def test_readahead_asks_for_the_pages_of_exactly_the_frames_gathered(tmp_path):
+    """Before a gather the storage asks the kernel (madvise WILLNEED) for the pages of
+    every frame it will read: one range per distinct row, covering that row's bytes."""
+    from qzoo.offline.cli import first_rows, to_qzoo
+
+    writer = LoggedReplayWriter(tmp_path / "logs", 600, (84, 84))
+    episodes(writer, [250, 300])
+    writer.close()
+    to_qzoo(tmp_path / "logs", tmp_path / "q", quiet=True)
+    # A view starting at row 100 (--offline-transitions style slices keep row 0, so
+    # take one by hand): the offsets must follow the view, not the file's row 0.
+    full = load_qzoo(tmp_path / "q")[0]
+    sliced = dict(full, observation=full["observation"][100:], action=full["action"][100:],
+                  reward=full["reward"][100:], terminal=full["terminal"][100:])  # fmt: skip
+    for data in (full, first_rows(full, 400), sliced):
+        storage = DatasetStorage([data])
+        m, first = storage._frame_bases[0]
+        fb = 84 * 84
+        for r in (0, 1, len(data["observation"]) - 1):  # the base offset is right
+            assert m[first + r * fb : first + (r + 1) * fb] == data["observation"][r].tobytes()
+        recorder = _Recorder()
+        storage._frame_bases = [(recorder, first)]
+        rows = np.array([[7, 8, 9, 10], [9, 10, 11, 12]])
+        storage._read_ahead(rows, np.zeros(2, np.int64))
+        assert [c[0] for c in recorder.calls] == [mmap.MADV_WILLNEED] * 6  # rows 7..12, once
+        for (_, start, length), r in zip(recorder.calls, range(7, 13)):
+            assert start % mmap.PAGESIZE == 0
+            assert start <= first + r * fb and first + (r + 1) * fb <= start + length

@@ -75,6 +75,17 @@ class DatasetStorage:
         pages = -(-frame_bytes // mmap.PAGESIZE) + 1
         self._frames_per_release = max(1, resident_frame_bytes // (pages * mmap.PAGESIZE))
         self._frames_read = 0
+        # Where each checkpoint's row 0 starts in its map, for the readahead.
+        self._frame_bytes, self._frame_bases = frame_bytes, []
+        for c in self.columns:
+            m = mapping(c["observation"])
+            first = (
+                None
+                if m is None
+                else (c["observation"].ctypes.data - np.frombuffer(m, np.uint8).ctypes.data)
+            )
+            self._frame_bases.append((m, first))
+        self.readahead = True
 
     @property
     def size(self):
@@ -124,6 +135,8 @@ class DatasetStorage:
         """States ending at rows `t` of checkpoints `b`: [len(t), K, H, W] (or
         [len(t), K * C, H, W] for channel-first frames)."""
         rows = (np.asarray(t)[:, None] - np.arange(self.stack - 1, -1, -1)) % self.num_rows
+        if self.readahead:
+            self._read_ahead(rows, b)
         out = np.empty((len(t), self.stack) + self.frame_shape, np.uint8)
         self._frames_read += rows.size
         if self._frames_read > self._frames_per_release:
@@ -158,6 +171,18 @@ class DatasetStorage:
             discount_t=discount_t, s_t=self.stacked((t + length) % self.num_rows, b),
             indices=(t, b),
         )  # fmt: skip
+
+    def _read_ahead(self, rows, b):
+        """Asks the kernel for every frame page the gather below will read, all at once
+        (madvise WILLNEED: asynchronous readahead), so that frames not in the page cache
+        are read from disk in parallel rather than one page fault at a time."""
+        for j in np.unique(b):
+            m, first = self._frame_bases[j]
+            if m is None:
+                continue
+            starts = first + np.unique(rows[b == j]) * self._frame_bytes
+            for start in (starts - starts % mmap.PAGESIZE).tolist():
+                m.madvise(mmap.MADV_WILLNEED, start, self._frame_bytes + mmap.PAGESIZE)
 
     def release(self):
         """Drops the frame pages read so far from the resident set (they stay cached)."""
