@@ -58,6 +58,19 @@ def _td_loss(td, grad_error_bound):
     return losses.huber_loss(td)
 
 
+def _forward(online, target, batch, generator, target_field, selector_field, double_q):
+    """The online network's outputs at s_tm1 (with gradients), the target network's
+    `target_field` at s_t and, for double Q, the online network's `selector_field` at
+    s_t (without gradients; None otherwise), in that order of random draws."""
+    out_tm1 = online(batch.s_tm1, generator=generator)
+    with torch.no_grad():
+        value_t = getattr(target(batch.s_t, generator=generator), target_field)
+        selector = None
+        if double_q:
+            selector = getattr(online(batch.s_t, generator=generator), selector_field)
+    return out_tm1, value_t, selector
+
+
 class QLearning:
     """Q-learning (Mnih et al. 2015) or double Q-learning (van Hasselt et al. 2016).
 
@@ -69,10 +82,8 @@ class QLearning:
         self.cql_alpha = cql_alpha
 
     def __call__(self, online, target, batch, generator):
-        out_tm1 = online(batch.s_tm1, generator=generator)
-        with torch.no_grad():
-            q_t = target(batch.s_t, generator=generator).q_values
-            selector = online(batch.s_t, generator=generator).q_values if self.double_q else None
+        out_tm1, q_t, selector = _forward(online, target, batch, generator, "q_values",
+                                          "q_values", self.double_q)  # fmt: skip
         args = (out_tm1.q_values, batch.a_tm1, batch.r_t, batch.discount_t, q_t)
         if self.double_q:
             td = losses.double_q_learning(*args, selector)
@@ -98,10 +109,8 @@ class EnsembleQLearning:
         self.cql_alpha = cql_alpha
 
     def __call__(self, online, target, batch, generator):
-        out_tm1 = online(batch.s_tm1, generator=generator)
-        with torch.no_grad():
-            q_t = target(batch.s_t, generator=generator).q_heads
-            selector = online(batch.s_t, generator=generator).q_heads if self.double_q else None
+        out_tm1, q_t, selector = _forward(online, target, batch, generator, "q_heads",
+                                          "q_heads", self.double_q)  # fmt: skip
         td = losses.multi_head_q_learning(
             out_tm1.q_heads, batch.a_tm1, batch.r_t, batch.discount_t, q_t, selector
         )  # [B, K]
@@ -131,10 +140,8 @@ class REMQLearning:
     def __call__(self, online, target, batch, generator):
         device = batch.s_tm1.device
         alpha = random_convex_combination(self.num_heads, generator=generator, device=device)
-        out_tm1 = online(batch.s_tm1, generator=generator)
-        with torch.no_grad():
-            q_t = target(batch.s_t, generator=generator).q_heads
-            selector = online(batch.s_t, generator=generator).q_heads if self.double_q else None
+        out_tm1, q_t, selector = _forward(online, target, batch, generator, "q_heads",
+                                          "q_heads", self.double_q)  # fmt: skip
         td = losses.rem_q_learning(
             out_tm1.q_heads, batch.a_tm1, batch.r_t, batch.discount_t, q_t, alpha, selector
         )
@@ -154,10 +161,8 @@ class CategoricalQLearning:
 
     def __call__(self, online, target, batch, generator):
         atoms = online.support
-        out_tm1 = online(batch.s_tm1, generator=generator)
-        with torch.no_grad():
-            logits_t = target(batch.s_t, generator=generator).q_logits
-            selector = online(batch.s_t, generator=generator).q_values if self.double_q else None
+        out_tm1, logits_t, selector = _forward(online, target, batch, generator, "q_logits",
+                                               "q_values", self.double_q)  # fmt: skip
         args = (atoms, out_tm1.q_logits, batch.a_tm1, batch.r_t, batch.discount_t, atoms, logits_t)
         if self.double_q:
             loss = losses.categorical_double_q_learning(*args, selector)
