@@ -29,12 +29,16 @@ class Learner:
         self.objective = make_objective(config)
         self.generator = generator
         self._stats = torch.zeros(3, device=self.device)  # loss sum, q sum, updates
+        # A replay on a device takes priorities as device tensors (device_samplers.py):
+        # no copy to the host, so nothing waits for the update to finish.
+        self._host_priorities = config.replay_device == "host"
 
     def learn(self, batch):
         """One SGD step on a `Batch` from replay.
 
-        Returns the new priorities [B] (numpy) when the batch carries importance
-        weights (prioritized replay), else None.
+        Returns the new priorities [B] when the batch carries importance weights
+        (prioritized replay; numpy, or a tensor on this device for a replay on a
+        device), else None.
         """
         config = self.config
         batch = batch.to(self.device)
@@ -51,9 +55,11 @@ class Learner:
             self._stats += torch.stack(
                 [loss.detach(), out.q_tm1.detach().mean(), loss.new_ones(())]
             )
-        if batch.weights is not None:
+        if batch.weights is None:
+            return None
+        if self._host_priorities:
             return out.priorities.cpu().numpy()
-        return None
+        return out.priorities.detach()
 
     @torch.no_grad()
     def update_target(self, tau=1.0):

@@ -295,6 +295,7 @@ class Trainer:
             )
             train["num_episodes"] = 0
         stats = self.learner.pop_statistics()
+        getattr(self.replay.sampler, "check", lambda: None)()  # device_samplers.py
         if stats["num_updates"] and not (
             math.isfinite(stats["loss"]) and math.isfinite(stats["mean_q"])
         ):

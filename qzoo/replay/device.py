@@ -15,14 +15,11 @@ so for the same rows and the same indices `gather` returns the same batch
 replay stream's torch generator on the device, not its NumPy generator, so a run with
 `--replay-device cpu` samples other (equally uniform) indices than with host replay.
 
-`DeviceUniformSampler` is the uniform sampler's rejection sampling done in rounds on
-the device: each of the batch's positions gets ROUNDS candidate draws at once and keeps
-the first valid one (the first valid of i.i.d. uniform draws is uniform over the valid
-slots, as the host's redraw loop); one host sync per batch checks that every position
-found one (it redraws the rest otherwise). `DevicePrioritizedSampler` keeps DQN Zoo's
-proportional semantics (samplers.py) with a flat priority vector: a cumulative sum and
-`searchsorted` per batch stand in for the sum tree (O(N) per batch: 7 ms for 1M slots
-on one core of dev-cpu; a GPU's scan is far faster, not measured yet).
+Sampling (device_samplers.py) draws on the device too, uniform or prioritized (a flat
+priority vector, a cumulative sum and `searchsorted` per batch standing in for the sum
+tree: O(N) per batch, 7 ms for 1M slots on one core of dev-cpu; a GPU's scan is far
+faster, not measured yet), and takes the learner's new priorities as device tensors:
+between a batch's draw and its priority update nothing waits for the device.
 """
 
 import numpy as np
@@ -31,10 +28,8 @@ import torch
 from qzoo.errors import UserError
 from qzoo.replay import Replay
 from qzoo.replay.batch import Batch
+from qzoo.replay.device_samplers import DevicePrioritizedSampler, DeviceUniformSampler
 from qzoo.replay.frames import FIRST, LAST, ZERO_DISCOUNT, FrameStorage, observation_shape
-
-ROUNDS = 4  # candidate draws per position per attempt (CartPole: P(no valid) ~ 0.05^4)
-MAX_DRAWS = 1000  # as samplers.py: then the replay holds (almost) no valid transition
 
 
 def torch_dtype(dtype):
@@ -198,166 +193,6 @@ def _host(tensor):
     """A CPU tensor as a NumPy view (what FrameStorage's state holds); a GPU tensor as
     it is (checkpoint.py copies it to the file piece by piece)."""
     return tensor.numpy() if tensor.device.type == "cpu" else tensor
-
-
-def first_valid(draw, accept, batch_size, what):
-    """Rows and columns of `batch_size` draws, each the first of its candidates that
-    `accept(t, b)` passes: `draw((ROUNDS, batch_size))` gives ROUNDS candidates per
-    position at once; positions left without one draw again. The first accepted of
-    i.i.d. draws has the draws' distribution restricted to the accepted slots, as the
-    host samplers' redraw loop (samplers.py). One host sync per attempt."""
-    t = b = found = None
-    for _ in range(MAX_DRAWS // ROUNDS):
-        t_new, b_new = draw((ROUNDS, batch_size))
-        ok = accept(t_new.reshape(-1), b_new.reshape(-1)).view(ROUNDS, batch_size)
-        pick = ok.to(torch.uint8).argmax(0, keepdim=True)  # argmax: the first maximum
-        t_new, b_new, ok = t_new.gather(0, pick)[0], b_new.gather(0, pick)[0], ok.any(0)
-        if t is None:
-            t, b, found = t_new, b_new, ok
-        else:  # only the positions still without a valid draw take the new ones
-            t, b = torch.where(found, t, t_new), torch.where(found, b, b_new)
-            found = found | ok
-        if bool(found.all()):
-            return t, b
-    raise RuntimeError(f"{what} found no valid transition in {MAX_DRAWS} draws")
-
-
-class DeviceUniformSampler:
-    """Uniform over valid transitions, with replacement, drawn on the storage's device
-    from the torch `generator` (see the module docstring for the rounds)."""
-
-    def __init__(self, storage, generator):
-        self.storage, self.generator = storage, generator
-
-    def added(self, t):
-        """Called after the storage wrote row `t`."""
-
-    def draw(self, shape):
-        """Rows and columns of uniform draws in the valid window (not yet checked for
-        validity), both int64 tensors of `shape`."""
-        storage, g, device = self.storage, self.generator, self.storage.device
-        low, high = storage.window()
-        age = torch.randint(low, high, shape, generator=g, device=device)
-        t = (storage.oldest() + age) % storage.num_rows
-        return t, torch.randint(storage.num_envs, shape, generator=g, device=device)
-
-    def sample(self, batch_size):
-        """Rows `t` and columns `b` (device tensors) of `batch_size` transitions, and
-        None for weights (uniform sampling needs no importance weights)."""
-        if not self.storage.can_sample():
-            raise RuntimeError("replay holds too few rows to sample")
-        t, b = first_valid(self.draw, self.storage.valid, batch_size, "replay")
-        return t, b, None
-
-    def update(self, indices, priorities):
-        """Uniform sampling ignores priorities."""
-
-    def state_dict(self):
-        return {}  # the generator is the replay stream's, checkpointed by streams.py
-
-    def load_state_dict(self, state):
-        pass
-
-
-class DevicePrioritizedSampler:
-    """Proportional prioritized sampling (Schaul et al. 2016, arXiv:1511.05952) with DQN
-    Zoo's semantics, as samplers.py's PrioritizedSampler: leaf values p^alpha with
-    0^alpha = 0, a draw uniform with probability `uniform_sample_probability` (a valid
-    uniform draw, as there), importance weights (1/N / P)^beta divided by the batch
-    maximum, new rows at the largest priority seen (LAST rows at zero), invalid draws
-    redrawn. The sum tree's role is taken by a flat float64 vector of the [T, B] slots
-    (slot = t * B + b), a cumulative sum and `searchsorted` (the smallest slot whose
-    cumulative sum exceeds the target, never a zero-valued one, as SumTree.query)."""
-
-    def __init__(self, storage, generator, priority_exponent, uniform_sample_probability,
-                 normalize_weights=True):  # fmt: skip
-        self.storage, self.generator = storage, generator
-        self._uniform = DeviceUniformSampler(storage, generator)
-        slots = storage.num_rows * storage.num_envs
-        self.priorities = torch.zeros(slots, dtype=torch.float64, device=storage.device)
-        self.priority_exponent = priority_exponent
-        self.uniform_sample_probability = uniform_sample_probability
-        self.normalize_weights = normalize_weights
-        self.max_seen_priority = 1.0
-        self.importance_sampling_exponent = 0.4  # annealed by the run loop
-
-    def _power(self, p):
-        # 0^alpha must be 0 (0^0 would be 1): a zero priority is never sampled.
-        return torch.where(p == 0, 0.0, p.pow(self.priority_exponent))
-
-    def added(self, t):
-        """New transitions enter at the max seen priority; LAST rows at zero."""
-        storage = self.storage
-        columns = torch.arange(storage.num_envs, device=storage.device)
-        rows = torch.full_like(columns, t)
-        top = self.max_seen_priority
-        top = 0.0 if top == 0 else top**self.priority_exponent  # a Python float: no copy
-        value = storage.can_start(rows, columns).to(torch.float64) * top
-        self.priorities[t * storage.num_envs : (t + 1) * storage.num_envs] = value
-
-    def sample_indices(self, batch_size):
-        """Rows and columns drawn by priority (uniform with probability u)."""
-        cumulative = self.priorities.cumsum(0)
-        total = cumulative[-1]
-        if float(total) <= 0:
-            return self._uniform.sample(batch_size)[:2]
-        storage, g, device = self.storage, self.generator, self.storage.device
-
-        def draw(shape):  # each candidate uniform (and valid) with probability u
-            uniform = torch.rand(shape, generator=g, device=device)
-            uniform = uniform < self.uniform_sample_probability
-            targets = torch.rand(shape, generator=g, device=device, dtype=torch.float64) * total
-            slot = torch.searchsorted(cumulative, targets.view(-1), right=True)
-            slot = slot.clamp_(max=cumulative.numel() - 1).view(shape)
-            t_u, b_u, _ = self._uniform.sample(uniform.numel())
-            t = torch.where(uniform, t_u.view(shape), slot // storage.num_envs)
-            return t, torch.where(uniform, b_u.view(shape), slot % storage.num_envs)
-
-        def accept(t, b):
-            return storage.in_window(t) & storage.valid(t, b)
-
-        return first_valid(draw, accept, batch_size, "prioritized replay")
-
-    def probabilities(self, t, b):
-        """P(i) = (1 - u) p_i^alpha / sum + u / N, N the number of stored transitions."""
-        u = self.uniform_sample_probability
-        leaf = self.priorities[t * self.storage.num_envs + b]
-        return (1 - u) * leaf / self.priorities.sum() + u / self.storage.size
-
-    def sample(self, batch_size):
-        """Rows, columns and importance weights (1/N / P)^beta (normalized by the
-        batch maximum) of `batch_size` transitions."""
-        t, b = self.sample_indices(batch_size)
-        size = self.storage.size
-        weights = (1.0 / size / self.probabilities(t, b)).pow(self.importance_sampling_exponent)
-        if self.normalize_weights:
-            weights = weights / weights.max()
-        if not bool(torch.isfinite(weights).all()):
-            raise RuntimeError("non-finite importance sampling weights")
-        return t, b, weights.to(torch.float32)
-
-    def update(self, indices, priorities):
-        """Writes new priorities (e.g. |TD error|, a host array) for sampled slots."""
-        t, b = indices
-        priorities = np.asarray(priorities, np.float64)
-        if not np.all(np.isfinite(priorities)) or np.any(priorities < 0):
-            raise ValueError("priorities must be finite and non-negative")
-        self.max_seen_priority = max(self.max_seen_priority, float(priorities.max()))
-        p = torch.from_numpy(priorities).to(self.storage.device)
-        # LAST rows never start a transition: they stay at zero.
-        value = torch.where(self.storage.can_start(t, b), self._power(p), 0.0)
-        self.priorities[t * self.storage.num_envs + b] = value
-
-    def state_dict(self):
-        # A copy: the live vector keeps changing while a checkpoint could be writing it.
-        priorities = self.priorities.clone()
-        if priorities.device.type == "cpu":
-            priorities = priorities.numpy()
-        return {"priorities": priorities, "max_seen_priority": self.max_seen_priority}
-
-    def load_state_dict(self, state):
-        self.priorities.copy_(torch.as_tensor(np.asarray(state["priorities"])))
-        self.max_seen_priority = float(state["max_seen_priority"])
 
 
 def check_gpu_memory(config, info):
