@@ -19,14 +19,14 @@ import torch
 from qzoo import checkpoint, envs
 from qzoo.cli import main
 from qzoo.config import build_config
-from qzoo.distributed.recurrent import SequenceActorWorker, SequenceShard
 from qzoo.distributed import workers
+from qzoo.distributed.recurrent import SequenceActorWorker, SequenceShard
 from qzoo.distributed.workers import CHUNK_STEPS
 from qzoo.replay.frames import FIRST, LAST
 from qzoo.replay.sequences import stacked_observations
 
 ray = pytest.importorskip("ray")
-from test_ray import _one_error_line, _rows, local_ray  # noqa: E402, F401  (the fixture)
+from test_ray import _one_error_line, _rows, local_ray  # noqa: F401  (the fixture)
 
 INTERVAL = 20  # 50-row chunks do not line up with it: states of rows 0, 20, 40, 60, ...
 
@@ -161,8 +161,8 @@ def test_sequence_shard_batches_join_slots_along_the_sequence_axis():
     "argv, fragment",
     [
         (["--actors", "2", "--replay-capacity", "80", "--min-replay-capacity-fraction", "0.5"],
-         "(--replay-capacity 80 / --actors 2 / --envs-per-actor 1, in multiples of "
-         "--store-state-interval: 40)"),
+         ("(--replay-capacity 80 / --actors 2 / --envs-per-actor 1, in multiples of "
+          "--store-state-interval: 40)")),
         (["--num-envs", "4"], "use --envs-per-actor"),
     ],
 )  # fmt: skip
@@ -175,7 +175,8 @@ def test_bad_r2d1_ray_input_is_one_line_exit_2(argv, fragment, tmp_path, capsys)
 
 
 @pytest.mark.slow
-def test_r2d1_ray_run_writes_every_row_and_resumes(local_ray, tmp_path, capsys):
+@pytest.mark.usefixtures("local_ray")
+def test_r2d1_ray_run_writes_every_row_and_resumes(tmp_path, capsys):
     """About 35 s: 2 actors x 2 environments, 2 shards of sequences, 1 iteration of
     2,000 frames, then a resume for a second."""
     run_dir = tmp_path / "run"
