@@ -21,9 +21,10 @@ learner is the local R2D1's (objectives.R2D1SequenceLearning, burn-in included).
   and starts there as a fresh slot does (FIRST: the cut episode is one abandoned as
   at a phase's end, with zero-padded stacks).
 - Initial priorities: from the Q-values the actor computed while acting, with its own
-  network copy and carried state (what R2D2's actors use), by the local R2D1's input
-  priorities (SequenceStorage.input_priorities, rlpyt B3.4); the arithmetic runs in
-  the shard as each sequence completes, where the slot's sequences are known. With
+  network copy and carried state (Ape-X's way, which R2D2 follows), by the local
+  R2D1's input priorities (SequenceStorage.input_priorities, rlpyt B3.4); the
+  arithmetic runs in the shard as each sequence completes, where the slot's sequences
+  are known. With
   --no-input-priorities a sequence enters at the largest priority seen, as locally.
 - `SequenceEvalWorker`: the evaluator with a recurrent policy (states reset with the
   environments each phase).
