@@ -40,8 +40,12 @@ from qzoo.distributed.workers import CHUNK_STEPS, to_numpy
 
 def chunk_bytes_per_transition(config, info):
     """What an actor sends per transition: the frame, the action (int64), the reward
-    (float32), three flags, and its initial priority (float32) when prioritized."""
+    (float32), three flags, and its initial priority (float32) when prioritized; R2D1's
+    actors (distributed/recurrent.py) send two Q-values (float32) instead of a priority,
+    and an (h, c) float32 state every --store-state-interval rows."""
     frame = int(np.prod(info.frame_shape)) * np.dtype(info.frame_dtype).itemsize
+    if config.recurrent:
+        return frame + 8 + 4 + 3 + 8 + 2 * config.lstm_size * 4 / config.store_state_interval
     return frame + 8 + 4 + 3 + (4 if config.prioritized else 0)
 
 

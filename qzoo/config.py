@@ -352,6 +352,10 @@ def make_config(agent, env, domain, overrides, given=None):
     # domain's defaults.
     domain_preset = PRESETS[agent].get("domains", {}).get(domain, {})
     values = {**preset, **DOMAIN_DEFAULTS.get(domain, {}), **domain_preset, **overrides}
+    if values.get("ray") and "num_envs" not in overrides:
+        # On Ray each actor steps --envs-per-actor environments: a preset's --num-envs
+        # (R2D1's 4 on CartPole, 32 on Atari) is the serial loop's and gives way.
+        values["num_envs"] = 1
     config = Config(agent=agent, env=env, **values)
     options_lib.validate(config, domain, given)
     return config

@@ -14,7 +14,11 @@ def recurrent_relations(config, domain):
     c = config
     if not c.recurrent:
         return []
-    rows = -(-c.replay_capacity // c.num_envs)
+    capacity, envs, where = c.replay_capacity, c.num_envs, f"--num-envs {c.num_envs}"
+    if c.ray:  # each actor's slot in its shard (distributed/shards.py)
+        capacity, envs = c.replay_capacity // c.actors, c.envs_per_actor
+        where = f"--actors {c.actors} / --envs-per-actor {envs}"
+    rows = -(-capacity // envs)
     rows = -(-rows // c.store_state_interval) * c.store_state_interval  # as sequences.py
     need = c.burn_in_steps + c.sequence_steps + c.n_steps + c.frame_stack + c.store_state_interval
     feed_forward_only = (  # (option, holds, its accepted value and why)
@@ -31,12 +35,12 @@ def recurrent_relations(config, domain):
     )  # fmt: skip
     return [
         (("burn_in_steps", "sequence_steps", "n_steps", "frame_stack", "store_state_interval",
-          "replay_capacity", "num_envs"), need <= rows,
+          "replay_capacity", "num_envs", "actors", "envs_per_actor"), need <= rows,
          (f"--burn-in-steps + --sequence-steps + --n-steps + --frame-stack + "
           f"--store-state-interval ({c.burn_in_steps} + {c.sequence_steps} + {c.n_steps} + "
           f"{c.frame_stack} + {c.store_state_interval} = {need}) at most the replay's rows per "
-          f"environment (--replay-capacity {c.replay_capacity} / --num-envs {c.num_envs}, in "
-          f"multiples of --store-state-interval: {rows}), so that one sequence fits")),
+          f"environment (--replay-capacity {c.replay_capacity} / {where}, in multiples of "
+          f"--store-state-interval: {rows}), so that one sequence fits")),
     ] + [((name, "recurrent"), holds, f"{flag(name)} {expected} with --recurrent (R2D1)")
          for name, holds, expected in feed_forward_only]  # fmt: skip
 
@@ -91,8 +95,6 @@ def ray_relations(c):
          f"at most --actors {c.actors} (actor i writes to shard i mod K: more would stay empty)"),
         (("offline",), not c.offline,
          "no --offline with --ray: offline training on Ray is not built yet"),
-        (("recurrent",), not c.recurrent,
-         "false with --ray: R2D1 (sequences, recurrent state) on Ray is not built yet"),
         (("log_replay",), not c.log_replay,
          "no --log-replay with --ray: the experience is spread over replay shards"),
         (("replay_capacity", "actors", "envs_per_actor", "n_steps", "frame_stack"),

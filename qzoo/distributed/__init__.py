@@ -11,6 +11,8 @@
   trainer.py  RayTrainer: the learner (this process) and the loop that holds the
               replay ratio; a Trainer, so results rows, checkpoints and resume are
               the local run's (loop.run, rundir)
+  recurrent.py  R2D1 on Ray (R2D2's layout): the recurrent actor and evaluator and the
+              sequence replay shard the trainer takes for --recurrent
 
 Ray is optional (`pip install 'qzoo[ray]'`); nothing here imports it at module level.
 """

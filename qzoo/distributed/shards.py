@@ -92,7 +92,8 @@ class ReplayShard:
         ready = [j for j, r in enumerate(self.replays) if r.can_sample()]
         if not ready:
             return None
-        sizes = np.array([self.replays[j].size for j in ready], np.float64)
+        # What a draw picks from: transitions (sequences in R2D1's SequenceSlots).
+        sizes = np.array([self.replays[j].sampler.storage.size for j in ready], np.float64)
         mass = sizes
         if self.prioritized:
             totals = np.array([self.replays[j].sampler.tree.total() for j in ready])
@@ -110,8 +111,8 @@ class ReplayShard:
                 probabilities.append((1 - u) * leaf / mass.sum() + u / sizes.sum())
             else:
                 t, b, _ = replay.sampler.sample(count)
-            parts.append((np.full(count, j), t, b, replay.storage.gather(t, b)))
-        batch = Batch(*(np.concatenate([part[3][i] for part in parts]) for i in range(5)))
+            parts.append((np.full(count, j), t, b, self.gather(replay, t, b)))
+        batch = self.join([part[3] for part in parts])
         weights = None
         if self.prioritized:
             p = np.concatenate(probabilities)
@@ -119,6 +120,14 @@ class ReplayShard:
             weights = (weights / weights.max()).astype(np.float32)
         indices = tuple(np.concatenate([part[i] for part in parts]) for i in range(3))
         return batch._replace(weights=weights, indices=indices)
+
+    def gather(self, replay, t, b):
+        """The batch of slots (t, b) of one actor's replay (a hook for R2D1's sequences)."""
+        return replay.storage.gather(t, b)
+
+    def join(self, batches):
+        """One batch of several slots' batches."""
+        return Batch(*(np.concatenate([batch[i] for batch in batches]) for i in range(5)))
 
     def update_priorities(self, indices, priorities):
         """New priorities from the learner for the (slot, t, b) it was given. Rows that

@@ -38,10 +38,9 @@ import numpy as np
 from qzoo import envs
 from qzoo.acting.ratio import updates_per_frame
 from qzoo.distributed.cluster import Faults, connect, lost_errors
-from qzoo.distributed.shards import ReplayShard
-from qzoo.distributed.workers import CHUNK_STEPS, ActorWorker, EvalWorker, ray_epsilons, to_numpy
+from qzoo.distributed.recurrent import worker_classes
+from qzoo.distributed.workers import CHUNK_STEPS, ray_epsilons, to_numpy
 from qzoo.loop import Trainer
-from qzoo.replay.batch import Batch
 
 EMPTY = (0, 0, False, math.nan, None)  # a shard's stats before it answered (shards.py)
 PREFETCH = 2  # batches requested ahead from each shard
@@ -95,8 +94,9 @@ class RayTrainer(Trainer):
         self._progress = None
         # The Ray actors; names (with a run token) let an operator find them.
         token, options = uuid.uuid4().hex[:8], {"max_restarts": -1, "max_task_retries": 0}
-        shard = ray.remote(num_cpus=0, **options)(ReplayShard)
-        actor = ray.remote(num_cpus=1, **options)(ActorWorker)
+        shard_class, actor_class, eval_class = worker_classes(config)  # R2D1's for --recurrent
+        shard = ray.remote(num_cpus=0, **options)(shard_class)
+        actor = ray.remote(num_cpus=1, **options)(actor_class)
         k, m = config.replay_shards, config.envs_per_actor
         self.shards = [shard.options(name=f"qzoo-shard-{j}-{token}").remote(config, self.info, j)
                        for j in range(k)]  # fmt: skip
@@ -106,7 +106,7 @@ class RayTrainer(Trainer):
             )
             for i in range(config.actors)
         ]
-        self.evaluator = ray.remote(num_cpus=0, max_restarts=-1)(EvalWorker).options(
+        self.evaluator = ray.remote(num_cpus=0, max_restarts=-1)(eval_class).options(
             name=f"qzoo-evaluator-{token}").remote(config, self.info)  # fmt: skip
         self.shard_stats = [EMPTY] * k
         self.idle, self.collecting, self.adds, self.samples = set(range(config.actors)), {}, {}, {}
@@ -244,11 +244,10 @@ class RayTrainer(Trainer):
         if batch is None:  # the shard cannot sample (yet, or again after a restart)
             self.shard_stats[k] = self.shard_stats[k][:2] + (False,) + self.shard_stats[k][3:]
             return True
-        # Ray hands out read-only arrays; torch wants writable ones.
-        batch = batch._replace(
-            **{name: np.array(getattr(batch, name)) for name in Batch._fields[:5]},
-            weights=None if batch.weights is None else np.array(batch.weights),
-        )  # fmt: skip
+        # Ray hands out read-only arrays; torch wants writable ones (a Batch's or
+        # R2D1's SequenceBatch's).
+        batch = batch._replace(**{k: np.array(v) for k, v in batch._asdict().items()
+                                  if isinstance(v, np.ndarray)})  # fmt: skip
         priorities = self.learner.learn(batch)
         if priorities is not None:
             self.shards[k].update_priorities.remote(batch.indices, priorities)

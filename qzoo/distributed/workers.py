@@ -78,14 +78,25 @@ class ActorWorker:
         self.config = config = dataclasses.replace(config, num_envs=config.envs_per_actor)
         restart = os.getpid() if _was_restarted() else 0
         shape = observation_shape(info.frame_shape, config.frame_stack)
-        network = make_network(config, info, shape)
-        deep = config.head_mixing if config.deep_exploration else None  # as loop.Trainer
-        self.policy = Policy(network, config.tau_samples_policy, deep)
+        self.policy = self.make_policy(make_network(config, info, shape))
         epsilons = np.asarray(epsilons, np.float32)
         self.stream = actor_stream(config.seed, index, restart)
         self.actor = Actor(config, info, self.policy, self.stream, lambda _: epsilons)
         self.actor.start()
         self.version = -1  # of the weights held: none yet
+        self.setup_priorities(info)
+
+    def make_policy(self, network):
+        """The policy acting with the actor's copy of the network (a hook: R2D1's actor,
+        recurrent.py, carries recurrent states)."""
+        config = self.config
+        deep = config.head_mixing if config.deep_exploration else None  # as loop.Trainer
+        return Policy(network, config.tau_samples_policy, deep)
+
+    def setup_priorities(self, info):
+        """For prioritized agents, what `_priorities` needs: the objective, and a local
+        copy of the rows whose priorities the next chunk can give."""
+        config = self.config
         self.objective = self.local = None
         if config.prioritized:
             self.objective = make_objective(config)
@@ -112,19 +123,25 @@ class ActorWorker:
         steps_before = actor.agent_steps
         for _ in range(CHUNK_STEPS):
             row, new_frames = actor.step()
-            # Copies (the env may reuse its buffers) of the feed-forward fields
-            # (agent_info is R2D1's recurrent state: not on Ray yet).
-            row = Row(*(np.array(x) for x in row[:ROW_FIELDS]))
-            rows.append(row)
+            rows.append(self.keep(row))
             frames += new_frames
-            if self.local is not None:
-                self.local.add(row)
-        chunk = Row(*(np.stack(column) for column in zip(*(r[:ROW_FIELDS] for r in rows))))
         returns, actor.episodes.completed = actor.episodes.completed, []
         steps = actor.agent_steps - steps_before
         stats = {"frames": frames, "steps": steps, "returns": returns,
                  "state_value": actor.state_value.value, "pid": os.getpid()}  # fmt: skip
-        return (chunk, self._priorities()), stats
+        return self.send(rows), stats
+
+    def keep(self, row):
+        """The row as the chunk keeps it: copies (the env may reuse its buffers) of the
+        feed-forward fields, also written to the local copy for priorities."""
+        row = Row(*(np.array(x) for x in row[:ROW_FIELDS]))
+        if self.local is not None:
+            self.local.add(row)
+        return row
+
+    def send(self, rows):
+        """What goes to the replay shard: (the chunk, its initial priorities or None)."""
+        return stack_rows(rows), self._priorities()
 
     @torch.no_grad()
     def _priorities(self):
@@ -145,6 +162,11 @@ class ActorWorker:
         return out.priorities.float().numpy().reshape(last - first, local.num_envs)
 
 
+def stack_rows(rows):
+    """A chunk: one `Row` of [L, M] arrays from L rows' feed-forward fields."""
+    return Row(*(np.stack(column) for column in zip(*(r[:ROW_FIELDS] for r in rows))))
+
+
 class EvalWorker:
     """The evaluator: qzoo's evaluation `Actor` with the run's evaluation stream and
     epsilon, on the weights it is given, one phase per call."""
@@ -152,10 +174,15 @@ class EvalWorker:
     def __init__(self, config, info):
         torch.set_num_threads(1)
         shape = observation_shape(info.frame_shape, config.frame_stack)
-        self.policy = Policy(make_network(config, info, shape), config.tau_samples_policy)
+        self.config = config
+        self.policy = self.make_policy(make_network(config, info, shape))
         stream = Streams(config.seed, "cpu").evaluation
         epsilon = config.eval_exploration_epsilon
         self.actor = Actor(config, info, self.policy, stream, lambda _: epsilon, eval_mode=True)
+
+    def make_policy(self, network):
+        """The evaluation policy (the heads' mean; a hook for R2D1's, recurrent.py)."""
+        return Policy(network, self.config.tau_samples_policy)
 
     def evaluate(self, weights, num_frames):
         """Acts for `num_frames` frames with `weights`; the phase's statistics."""
