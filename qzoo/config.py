@@ -55,6 +55,9 @@ class Config:
                            "no life-loss signal", Choice("dqn_zoo", "machado"))
     num_envs: int = option(1, "env", "environments stepped together (1: DQN Zoo's single "
                            "stream)", Int(1, 1024))
+    env_batch_size: int = option(0, "env", "ale-py's asynchronous mode: each agent step acts "
+                                 "on the B environments ready first (Atari, --acting serial; "
+                                 "0: all --num-envs together)", Int(0, 1024))
     action_repeats: int = option(4, "env", "frames per agent step (Atari only)", Int(1, 100))
     frame_stack: int = option(4, "env", "frames stacked into one observation", Int(1, 64))
     max_abs_reward: float = option(1.0, "env", "learning clips the reward summed over the "

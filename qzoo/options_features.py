@@ -179,3 +179,36 @@ def device_replay_relations(c):
         (("replay_device", "device"), not (c.replay_device == "cuda" and c.device == "cpu"),
          "host or cpu with --device cpu (replay on the GPU would send every batch back)"),
     ]  # fmt: skip
+
+
+# ale-py's asynchronous mode (--env-batch-size, issue 13; qzoo/acting/batches.py).
+def batch_relations(c, domain):
+    if not c.env_batch_size:
+        return []
+    b = c.env_batch_size
+    what = "0 (all environments together) with {}: {}"
+    return [
+        (("env_batch_size", "env"), domain == "atari",
+         what.format(f"{domain} environments", "only ale-py's Atari vector environment has "
+                     "an asynchronous mode")),
+        (("env_batch_size", "num_envs"), b <= c.num_envs,
+         f"at most --num-envs {c.num_envs} (the environments a batch is drawn from; 0: all)"),
+        (("env_batch_size", "acting"), c.acting == "serial",
+         what.format(f"--acting {c.acting}", "batches of ready environments are acted on in "
+                     "the learner's thread (--acting serial)")),
+        (("env_batch_size", "actor_workers"), c.actor_workers == 1,
+         what.format(f"--actor-workers {c.actor_workers}", "ale-py's threads step the games")),
+        (("env_batch_size", "recurrent"), not c.recurrent,
+         what.format("--recurrent", "R2D1's recurrent states are kept for all environments "
+                     "at once")),
+        (("env_batch_size", "deep_exploration"), not c.deep_exploration,
+         what.format("--deep-exploration", "its per-episode heads are kept for all "
+                     "environments at once")),
+        (("env_batch_size", "max_decorrelation_steps"), c.max_decorrelation_steps == 0,
+         what.format("--max-decorrelation-steps", "the decorrelated start steps all "
+                     "environments together")),
+        (("env_batch_size", "ray"), not c.ray,
+         what.format("--ray", "Ray's actors step their own environments")),
+        (("env_batch_size", "offline"), not c.offline,
+         what.format("--offline", "an offline run does not act")),
+    ]  # fmt: skip

@@ -87,6 +87,10 @@ def make_driver(trainer, policy, evaluation):
     """The driver --acting names; `policy` and `evaluation` act with the learner's
     online network (in training and in evaluation)."""
     acting = trainer.config.acting
+    if trainer.config.env_batch_size:  # ale-py's asynchronous mode (batches.py)
+        from qzoo.acting.batches import BatchDriver
+
+        return BatchDriver(trainer, policy, evaluation)
     if acting == "async":
         from qzoo.acting.asynchronous import AsyncDriver
 

@@ -49,7 +49,9 @@ def protocol_settings(config):
 class AtariVector:
     """N Atari games stepped together by ale-py's threaded vector environment."""
 
-    def __init__(self, game, num_envs, config):
+    def __init__(self, game, num_envs, config, batch_size=0):
+        """`batch_size`: ale-py's asynchronous mode, stepped by `AtariBatches`
+        (atari_batches.py); 0 steps all `num_envs` together."""
         protocol = protocol_settings(config)
         self.game = game
         self.num_envs = num_envs
@@ -58,6 +60,7 @@ class AtariVector:
         self._env = AtariVectorEnv(
             game,
             num_envs,
+            batch_size=batch_size,
             num_threads=min(num_envs, os.cpu_count() or 1),
             max_num_frames_per_episode=protocol.max_frames or 10**9,
             repeat_action_probability=protocol.sticky,

@@ -1,0 +1,163 @@
+"""Acting on the environments that are ready (--env-batch-size B, issue 13).
+
+With ale-py's asynchronous mode (qzoo/envs/atari_batches.py) each agent step acts on
+B of the N environments, whichever finished their previous step first, so the
+policy's device never waits for the slowest game. Everything per environment follows
+the environment's id, not its place in the batch:
+
+  frame stacks   N stacks; a batch pushes onto and reads the stacks of its ids;
+  epsilons       `epsilon(frame_t)` ([N] or a scalar, qzoo/acting/epsilon.py) is
+                 indexed by the ids, so environment i keeps its own final epsilon;
+  episodes       returns are summed per id (`BatchEpisodeStats`);
+  replay rows    `ColumnQueues` keeps each environment's rows in its own queue and
+                 releases one lockstep `Row` of all N columns whenever every queue
+                 holds one, so column i of the replay (replay/frames.py) holds
+                 environment i's own observations in order, episode starts and ends
+                 flagged as in synchronous acting: no transition crosses an
+                 autoreset, and FrameStorage, the samplers and checkpoints are
+                 unchanged. Rows wait in the queues only as long as the slowest
+                 environment lags behind (a few steps; what an environment has
+                 queued when a phase stops is dropped, as the last observation of
+                 a synchronous phase is).
+
+Counting: frames are real frames, those of the environments that stepped
+(`EnvStep.real_steps` x --action-repeats), so the frame budget, the epsilon and
+update schedules and the replay ratio (qzoo/acting/ratio.py: transitions collected
+are agent steps of one environment) mean what they mean in synchronous acting.
+
+Only training acts in batches; evaluation stays synchronous (a plain `Actor`).
+"""
+
+import collections
+import time
+
+import numpy as np
+
+from qzoo.acting.drivers import SerialDriver, run_phase
+from qzoo.actors import Actor, EpisodeStats, UnbiasedEwma
+from qzoo.envs.atari_batches import make_batches
+from qzoo.replay.batch import Row
+from qzoo.replay.frames import FrameStacker
+
+# Queued entries (each a frame: 7 KB on Atari) beyond which an environment starved
+# by ale-py's threads is an error rather than a slow leak; measured lags are tens.
+MAX_QUEUED = 2**17
+
+
+class BatchStacker(FrameStacker):
+    """`FrameStacker` pushed and read by environment id."""
+
+    def push_ids(self, frame, first, ids):
+        """Adds the newest frames of environments `ids` (stacks of those where `first`
+        is set start from zeros); returns their stacked observations [B, ...]."""
+        stacks = self._frames
+        if self.stack > 1:
+            stacks[ids, :-1] = stacks[ids, 1:]
+            stacks[ids[first], :-1] = 0
+        stacks[ids, -1] = frame
+        return stacks[ids].reshape((len(ids),) + self._shape[1:])
+
+
+class BatchEpisodeStats(EpisodeStats):
+    """`EpisodeStats` stepped by environment id."""
+
+    def step_ids(self, step, ids):
+        current = np.where(step.first, 0.0, self.current[ids] + step.reward)
+        self.current[ids] = current
+        self.completed.extend(current[step.last].tolist())
+
+
+class ColumnQueues:
+    """Each environment's replay entries in its own queue, released as lockstep rows
+    (module docstring)."""
+
+    def __init__(self, num_envs):
+        self._queues = [collections.deque() for _ in range(num_envs)]
+        self._lengths = np.zeros(num_envs, np.int64)
+
+    @property
+    def lag(self):
+        """Entries queued by the environment furthest ahead."""
+        return int(self._lengths.max())
+
+    def add(self, ids, frame, action, reward, first, last, zero_discount):
+        """Queues one entry per environment in `ids`; returns the rows now complete
+        (a list, usually of zero or one `Row`)."""
+        for k, i in enumerate(ids):
+            self._queues[i].append((frame[k], action[k], reward[k], first[k], last[k],
+                                    zero_discount[k]))  # fmt: skip
+        self._lengths[ids] += 1
+        if self._lengths.sum() > MAX_QUEUED:
+            raise RuntimeError(
+                f"environments {np.flatnonzero(self._lengths == 0).tolist()} have not "
+                f"stepped while the others queued {self.lag} steps: ale-py starves them"
+            )
+        rows = []
+        while self._lengths.min() > 0:
+            entries = [queue.popleft() for queue in self._queues]
+            self._lengths -= 1
+            rows.append(Row(*(np.stack(column) for column in zip(*entries))))
+        return rows
+
+
+class BatchActor(Actor):
+    """An `Actor` acting on the environments ready (module docstring). `step`
+    returns the rows completed (a list) and the real frames the batch advanced."""
+
+    def __init__(self, config, info, policy, stream, epsilon, eval_mode=False, make_env=None):
+        super().__init__(config, info, policy, stream, epsilon, eval_mode,
+                         make_env or make_batches)  # fmt: skip
+
+    def start(self):
+        config, n = self.config, self.num_envs
+        self._env = self.make_env(config, n, config.seed, eval_mode=self.eval_mode)
+        self._stacker = BatchStacker(n, self.info.frame_shape, self.info.frame_dtype,
+                                     config.frame_stack)  # fmt: skip
+        self._columns = ColumnQueues(n)
+        self.episodes, self.state_value = BatchEpisodeStats(n), UnbiasedEwma()
+        self.frames = self.agent_steps = 0
+        self._started = time.perf_counter()
+        # The same draw as Actor.start: environment i is seeded with seed + i.
+        self._step, self._ids = self._env.reset(seed=int(self.stream.numpy.integers(1, 2**31)))
+        self._obs = self._stacker.push_ids(self._step.frame, self._step.first, self._ids)
+
+    def step(self, frame_t=0):
+        """Acts once in the B environments ready; returns ([Row ...], frames)."""
+        config, step, ids = self.config, self._step, self._ids
+        epsilon = np.broadcast_to(np.asarray(self.epsilon(frame_t), np.float32),
+                                  (self.num_envs,))[ids]  # fmt: skip
+        reward = np.clip(step.reward, -config.max_abs_reward, config.max_abs_reward)
+        self.policy.observe(step.first, reward)
+        actions, state_value = self.policy(self._obs, epsilon, self.stream.torch)
+        self.state_value.step(state_value, config.action_repeats)
+        rows = self._columns.add(ids, step.frame, actions, reward, step.first, step.last,
+                                 step.terminated | step.life_loss)  # fmt: skip
+        self._step, self._ids = self._env.step(actions)
+        self._obs = self._stacker.push_ids(self._step.frame, self._step.first, self._ids)
+        self.episodes.step_ids(self._step, self._ids)
+        new_frames = self._step.real_steps * config.action_repeats
+        self.frames += new_frames
+        self.agent_steps += self._step.real_steps
+        return rows, new_frames
+
+
+class BatchDriver(SerialDriver):
+    """--acting serial with --env-batch-size: acting on batches of ready environments
+    and learning take turns in one thread; evaluation is synchronous."""
+
+    def __init__(self, trainer, policy, evaluation):
+        super().__init__(trainer, policy, evaluation, actor_class=BatchActor)
+
+    def train_phase(self, num_frames, progress):
+        trainer = self.trainer
+
+        def on_step(rows, new_frames):
+            for row in rows:
+                trainer.store(row, 0)
+            # Collected: agent steps of one environment, as they happen (a row of N
+            # waits in ColumnQueues for the slowest environment).
+            trainer.transitions_collected += new_frames // trainer.config.action_repeats
+            trainer._learn(trainer.frame_t, trainer.frame_t + new_frames)
+            trainer.frame_t += new_frames
+
+        return run_phase(self.actor, num_frames, progress, lambda: trainer.frame_t, on_step)
