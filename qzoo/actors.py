@@ -30,7 +30,10 @@ class Policy:
     """Epsilon-greedy actions from a Q-network, chosen on the network's device.
 
     In-process actors share the learner's online network by reference (always the
-    newest weights); an actor elsewhere owns a copy and calls `load_weights`.
+    newest weights); an actor elsewhere owns a copy and calls `load_weights`. On a CPU
+    the choice runs in NumPy (PyTorch's dispatch costs more than a small network's
+    arithmetic): epsilon-greedy with the same draws and actions, and a plain MLP's
+    Q-values (networks.HostMlp).
     """
 
     def __init__(self, network, tau_samples, deep_exploration=None):
@@ -61,15 +64,18 @@ class Policy:
         (recurrent_policy.py) resets states."""
         self._starts = first
 
-    # Inference mode, not just no_grad: no version counters or views tracked (a third
-    # of a small network's forward pass on a CPU).
-    @torch.inference_mode()
     def __call__(self, observation, epsilon, generator):
         """Actions [N] (numpy int64) for observations [N, ...] and epsilons [N], and
         the mean over environments of max_a Q (DQN Zoo's state value statistic)."""
-        if self._host is not None:
+        if self._host is not None:  # no tensors at all (not even inference mode's)
             q = self._host(observation)
             return epsilon_greedy(q, epsilon, generator), float(q.max(axis=1).mean())
+        return self._network_call(observation, epsilon, generator)
+
+    # Inference mode, not just no_grad: no version counters or views tracked (a third
+    # of a small network's forward pass on a CPU).
+    @torch.inference_mode()
+    def _network_call(self, observation, epsilon, generator):
         obs = torch.as_tensor(observation, device=self.device)
         taus = None
         if self.tau_samples is not None:
