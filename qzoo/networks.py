@@ -216,7 +216,7 @@ def _plain_mlp_layers(torso, head, kind, tau_embedding):
     linear = [m for m in layers if type(m) is nn.Linear]
     if [type(m) for m in layers] != [nn.Linear, nn.ReLU] * (len(linear) - 1) + [nn.Linear]:
         return None  # noisy, shared-bias or other layers: the modules' own forward
-    return linear
+    return linear if all(m.bias is not None for m in linear) else None
 
 
 def _mlp_forward(layers, x):
