@@ -21,6 +21,7 @@ from qzoo import envs
 from qzoo.acting.epsilon import decorrelate
 from qzoo.explore import epsilon_greedy
 from qzoo.heads import mix_heads, random_convex_combination
+from qzoo.networks import HostMlp
 from qzoo.replay.batch import Row
 from qzoo.replay.frames import FrameStacker
 
@@ -29,7 +30,10 @@ class Policy:
     """Epsilon-greedy actions from a Q-network, chosen on the network's device.
 
     In-process actors share the learner's online network by reference (always the
-    newest weights); an actor elsewhere owns a copy and calls `load_weights`.
+    newest weights); an actor elsewhere owns a copy and calls `load_weights`. On a CPU
+    the choice runs in NumPy (PyTorch's dispatch costs more than a small network's
+    arithmetic): epsilon-greedy with the same draws and actions, and a plain MLP's
+    Q-values (networks.HostMlp).
     """
 
     def __init__(self, network, tau_samples, deep_exploration=None):
@@ -44,6 +48,10 @@ class Policy:
         self.tau_samples = tau_samples if network.kind == "implicit_quantile" else None
         self.deep_exploration = deep_exploration
         self._episode_weights = None  # [N, K]: each environment's head mixture
+        # A CPU policy over a plain MLP computes its Q-values in NumPy (networks.py).
+        self._host = None
+        if self.device.type == "cpu" and deep_exploration is None and self.tau_samples is None:
+            self._host = HostMlp.of(network)
         self._starts = None  # episode starts told by `observe`, for the next call
 
     def load_weights(self, state_dict):
@@ -56,12 +64,18 @@ class Policy:
         (recurrent_policy.py) resets states."""
         self._starts = first
 
-    # Inference mode, not just no_grad: no version counters or views tracked (a third
-    # of a small network's forward pass on a CPU).
-    @torch.inference_mode()
     def __call__(self, observation, epsilon, generator):
         """Actions [N] (numpy int64) for observations [N, ...] and epsilons [N], and
         the mean over environments of max_a Q (DQN Zoo's state value statistic)."""
+        if self._host is not None:  # no tensors at all (not even inference mode's)
+            q = self._host(observation)
+            return epsilon_greedy(q, epsilon, generator), float(q.max(axis=1).mean())
+        return self._network_call(observation, epsilon, generator)
+
+    # Inference mode, not just no_grad: no version counters or views tracked (a third
+    # of a small network's forward pass on a CPU).
+    @torch.inference_mode()
+    def _network_call(self, observation, epsilon, generator):
         obs = torch.as_tensor(observation, device=self.device)
         taus = None
         if self.tau_samples is not None:
@@ -72,11 +86,16 @@ class Policy:
         else:
             q = self._episode_q(out.q_heads.float(), self._starts, generator)
         self._starts = None
+        if self.device.type == "cpu":
+            # Host arithmetic on views of the Q-values: NumPy's per-operation cost is
+            # a fraction of PyTorch's, which dominates a small network's step (same
+            # draws, same actions: explore.py).
+            q = q.numpy()
+            actions = epsilon_greedy(q, epsilon, generator)
+            return actions, float(q.max(axis=1).mean())
         epsilon = torch.as_tensor(epsilon, dtype=torch.float32, device=self.device)
         actions = epsilon_greedy(q, epsilon, generator)
         state_value = q.max(dim=1).values.mean()
-        if self.device.type == "cpu":  # nothing to copy: views of host memory
-            return actions.numpy(), float(state_value)
         # One device-to-host copy for both (exact: actions are small integers).
         both = torch.cat([actions.float(), state_value[None]]).cpu().numpy()
         return both[:-1].astype(np.int64), float(both[-1])
@@ -107,9 +126,15 @@ class EpisodeStats:
         self.completed = []
 
     def step(self, step):
-        self.current[step.first] = 0.0
-        self.current += np.where(step.first, 0.0, step.reward)
-        self.completed.extend(self.current[step.last].tolist())
+        # Most steps neither start nor end an episode: one add then (this runs every
+        # agent step, where each NumPy call on a few elements costs about a microsecond).
+        if step.first.any():
+            self.current[step.first] = 0.0
+            self.current += np.where(step.first, 0.0, step.reward)
+        else:
+            self.current += step.reward
+        if step.last.any():
+            self.completed.extend(self.current[step.last].tolist())
 
     def mean_return(self):
         """Mean over completed episodes, else the partial return (DQN Zoo)."""
@@ -126,10 +151,12 @@ class UnbiasedEwma:
         self.step_size, self.trace, self.value = step_size, 0.0, math.nan
 
     def step(self, x, times=1):
-        for _ in range(times):
-            self.trace += self.step_size * (1.0 - self.trace)
-            beta = self.step_size / self.trace
-            self.value = x if math.isnan(self.value) else (1 - beta) * self.value + beta * x
+        step_size, trace, value = self.step_size, self.trace, self.value
+        for _ in range(times):  # locals: this runs every agent step
+            trace += step_size * (1.0 - trace)
+            beta = step_size / trace
+            value = x if math.isnan(value) else (1 - beta) * value + beta * x
+        self.trace, self.value = trace, value
 
 
 class Actor:
@@ -170,7 +197,8 @@ class Actor:
         acted on (for replay) and the number of frames the environments advanced."""
         config, step = self.config, self._step
         epsilon = np.full(self.num_envs, self.epsilon(frame_t), np.float32)
-        reward = np.clip(step.reward, -config.max_abs_reward, config.max_abs_reward)
+        bound = config.max_abs_reward  # np.clip's own overhead is 4x min + max's
+        reward = np.minimum(np.maximum(step.reward, -bound), bound)
         self.policy.observe(step.first, reward)
         actions, state_value = self.policy(self._obs, epsilon, self.stream.torch)
         self.state_value.step(state_value, config.action_repeats)

@@ -25,7 +25,11 @@ def epsilon_greedy(q_values, epsilon, generator):
     With probability epsilon[i] row i's action is uniform over all actions (which may
     be the greedy one), as in distrax.EpsilonGreedy. `epsilon` is a tensor [N] (one
     per environment) on the same device; `generator` is the caller's random stream.
+    NumPy `q_values` and `epsilon` (a CPU policy's) take the host path below, with the
+    same draws and actions.
     """
+    if isinstance(q_values, np.ndarray):
+        return _epsilon_greedy_host(q_values, epsilon, generator)
     n, num_actions = q_values.shape
     device = q_values.device
     is_max = q_values == q_values.max(dim=1, keepdim=True).values
@@ -35,6 +39,21 @@ def epsilon_greedy(q_values, epsilon, generator):
     explore = torch.rand(n, device=device, generator=generator) < epsilon
     uniform = torch.randint(num_actions, (n,), device=device, generator=generator)
     return torch.where(explore, uniform, greedy)
+
+
+def _epsilon_greedy_host(q_values, epsilon, generator):
+    """`epsilon_greedy` for NumPy `q_values` [N, A] and `epsilon` [N] with a CPU
+    generator: the same three draws, in the same order and from the same stream, and
+    the same float32 arithmetic, so the same actions (numpy int64) as the tensor path.
+    A CPU policy acting in one environment spends its time in dispatch, not arithmetic:
+    one small PyTorch operation costs a few microseconds, a NumPy one under one
+    (BENCHMARKS.md: peers, per-step cost)."""
+    n, num_actions = q_values.shape
+    is_max = q_values == q_values.max(axis=1, keepdims=True)
+    keys = torch.rand(n, num_actions, generator=generator).numpy() + is_max
+    explore = torch.rand(n, generator=generator).numpy() < np.asarray(epsilon, np.float32)
+    uniform = torch.randint(num_actions, (n,), generator=generator).numpy()
+    return np.where(explore, uniform, keys.argmax(axis=1))
 
 
 def log_spaced_epsilons(eps_final_min, eps_final, num_envs):

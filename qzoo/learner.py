@@ -25,7 +25,8 @@ class Learner:
         self.online = make_network(config, info, observation_shape).to(self.device)
         # Target parameters start equal to the online ones (DQN Zoo).
         self.target = copy.deepcopy(self.online).requires_grad_(False)
-        self.optimizer = make_optimizer(config, self.online.parameters())
+        self._parameters = list(self.online.parameters())
+        self.optimizer = make_optimizer(config, self._parameters)
         self.objective = make_objective(config)
         self.generator = generator
         self._stats = torch.zeros(3, device=self.device)  # loss sum, q sum, updates
@@ -45,10 +46,11 @@ class Learner:
         out = self.objective(self.online, self.target, batch, self.generator)
         per_example = out.loss if batch.weights is None else out.loss * batch.weights
         loss = per_example.mean()
-        self.optimizer.zero_grad(set_to_none=True)
+        for p in self._parameters:  # zero_grad(set_to_none=True), without its overhead
+            p.grad = None
         loss.backward()
         if config.max_global_grad_norm > 0:
-            clip_by_global_norm_(list(self.online.parameters()), config.max_global_grad_norm)
+            clip_by_global_norm_(self._parameters, config.max_global_grad_norm)
         self.optimizer.step()
         # Statistics stay on the device: reading them every step would stall a GPU.
         with torch.no_grad():

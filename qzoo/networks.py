@@ -10,6 +10,7 @@ network; MinAtar's 0/1 channels and vector observations are used as they are.
 import dataclasses
 import math
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -168,6 +169,7 @@ class Network(nn.Module):
             self.register_buffer("support", support)
         # NoisyLinear and SharedBiasLinear keep their own initialization.
         self.apply(init)
+        self._mlp = _plain_mlp_layers(torso, head, kind, tau_embedding)
 
     def forward(self, obs, taus=None, generator=None):
         """Outputs for observations `obs` (IQN: at `taus`); noisy heads draw their
@@ -175,6 +177,9 @@ class Network(nn.Module):
         x = obs.float()
         if self.input_scale != 1.0:
             x = x * self.input_scale
+        if self._mlp is not None:
+            out = _mlp_forward(self._mlp, x).view(-1, self.head.num_actions, 1)
+            return NetworkOutputs(out[..., 0], None, None, out)
         features = self.torso(x)
         if self.kind == "implicit_quantile":
             batch, n = taus.shape
@@ -188,7 +193,81 @@ class Network(nn.Module):
         if self.kind == "quantile":
             q_dist = out.transpose(1, 2)
             return NetworkOutputs(q_dist.mean(1).detach(), None, q_dist)
-        return NetworkOutputs(out.mean(-1), None, None, out)
+        # One head is its own mean: a view, not a reduction (the same values and
+        # gradients for a few microseconds less per pass, BENCHMARKS.md: peers).
+        q_values = out[..., 0] if out.shape[-1] == 1 else out.mean(-1)
+        return NetworkOutputs(q_values, None, None, out)
+
+
+def _plain_mlp_layers(torso, head, kind, tau_embedding):
+    """The Linear layers, in order, of a network made of Linear and ReLU only (an MLP
+    torso, a plain head with one Q head, no noise), else None.
+
+    Its forward then calls them directly: the same operations on the same tensors (the
+    same results, gradients and random draws: none), without the 11 nested module
+    calls, which cost as much as the arithmetic for a small network (CartPole's MLP:
+    45 -> 21 us per acting step on a CPU, 139 -> 108 us for a batch of 128;
+    BENCHMARKS.md: peers). Forward hooks on its submodules are not called."""
+    if kind != "none" or tau_embedding is not None or not isinstance(torso, MlpTorso):
+        return None
+    if head.dueling or head.width != 1:
+        return None
+    layers = [*torso.net, *head.net]
+    linear = [m for m in layers if type(m) is nn.Linear]
+    if [type(m) for m in layers] != [nn.Linear, nn.ReLU] * (len(linear) - 1) + [nn.Linear]:
+        return None  # noisy, shared-bias or other layers: the modules' own forward
+    return linear if all(m.bias is not None for m in linear) else None
+
+
+def _mlp_forward(layers, x):
+    """Linear, ReLU, ..., Linear over `layers` (see _plain_mlp_layers)."""
+    for layer in layers[:-1]:
+        x = torch.relu(nn.functional.linear(x, layer.weight, layer.bias))
+    return nn.functional.linear(x, layers[-1].weight, layers[-1].bias)
+
+
+class HostMlp:
+    """A plain MLP network's Q-values (`_plain_mlp_layers`) computed in NumPy, on views
+    of its parameters (so always its current weights: optimizers and load_state_dict
+    write them in place; a moved or replaced parameter is seen and viewed afresh).
+
+    For a CPU actor choosing one action at a time (Policy): there a PyTorch pass costs
+    about 100 us of dispatch in a training loop, the NumPy one a fifth of that
+    (BENCHMARKS.md: peers). NumPy's matrix products sum in another order than
+    PyTorch's: Q-values differ in the last bits (about 1e-8), so an action can differ
+    only where two actions' values are that close."""
+
+    def __init__(self, network):
+        self.layers, self.input_scale = network._mlp, network.input_scale
+        self._views = [None] * len(self.layers)
+
+    @staticmethod
+    def of(network):
+        """A HostMlp for `network`, or None when it is not a plain MLP."""
+        return HostMlp(network) if getattr(network, "_mlp", None) is not None else None
+
+    def _arrays(self, i):
+        parameters = self.layers[i]._parameters  # a dict look-up, not Module.__getattr__
+        weight, bias = parameters["weight"], parameters["bias"]
+        view = self._views[i]
+        if view is None or view[0] != weight.data_ptr() or view[1] != bias.data_ptr():
+            arrays = weight.detach().numpy().T, bias.detach().numpy()
+            view = self._views[i] = (weight.data_ptr(), bias.data_ptr(), *arrays)
+        return view[2], view[3]
+
+    def __call__(self, observation):
+        """Q-values [N, A] (float32) for observations [N, D] (NumPy)."""
+        x = np.asarray(observation, np.float32)
+        if self.input_scale != 1.0:
+            x = x * np.float32(self.input_scale)
+        last = len(self.layers) - 1
+        for i in range(last + 1):
+            weight_t, bias = self._arrays(i)
+            x = x @ weight_t
+            x += bias
+            if i < last:
+                np.maximum(x, 0, out=x)
+        return x
 
 
 class SeparateNetworks(nn.Module):

@@ -44,10 +44,14 @@ class UpdateSchedule:
         self.updates_per_frame = fractions.Fraction(updates_per_frame)
         self.target_period = target_period
         self.target_period_updates = max(1, round(target_period * self.updates_per_frame))
+        # Called every agent step: integer arithmetic on the fraction's terms, not
+        # Fraction objects (the same floors, a tenth of the time).
+        self._numerator = self.updates_per_frame.numerator
+        self._denominator = self.updates_per_frame.denominator
 
     def updates_due(self, old_frame, new_frame):
-        u = self.updates_per_frame
-        return int(new_frame * u) - int(old_frame * u)
+        p, q = self._numerator, self._denominator
+        return (new_frame * p) // q - (old_frame * p) // q
 
     def target_due(self, old_frame, new_frame):
         return new_frame // self.target_period > old_frame // self.target_period

@@ -58,6 +58,8 @@ class UniformSampler:
 
     def _columns(self, n):
         """The columns of `n` draws: any, uniformly (so every valid slot is as likely)."""
+        if self.storage.num_envs == 1:  # integers(1) draws nothing: the same stream
+            return np.zeros(n, np.int64)
         return self._rng.integers(self.storage.num_envs, size=n)
 
     def update(self, indices, priorities):

@@ -1,0 +1,98 @@
+"""Where an agent step's time goes: CartPole at CleanRL dqn.py's settings (as
+benchmarks/peers.py runs qzoo), one JSON line per part, in microseconds of thread CPU
+time per agent step.
+
+    python benchmarks/step_parts.py [--steps 10000] [--warmup 10000] [--mlp-hidden 120]
+
+Each part is timed by wrapping the method that does it (thread CPU time before and
+after: steadier than wall time on a shared machine; each wrapper adds about half a
+microsecond): policy (Policy.__call__), env (the vector environment's step), stacker,
+episode_stats, state_value_ewma, actor_other (the rest of Actor.step), replay_add,
+schedule (updates and target copies due), learner_sample, learner_learn (amortised
+over the steps), learner_target_copy, loop_other (the rest of the phase). Run it with
+PYTHONPATH pointing at the source tree to time (e.g. an older commit's).
+"""
+
+import argparse
+import collections
+import json
+import os
+import time
+
+from qzoo import threads as qzoo_threads
+from qzoo.actors import EpisodeStats, Policy, UnbiasedEwma
+from qzoo.config import build_config
+from qzoo.loop import Trainer
+from qzoo.replay.frames import FrameStacker
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--warmup", type=int, default=10_000)
+    parser.add_argument("--mlp-hidden", type=int, default=120)
+    args = parser.parse_args()
+    options = {
+        "env": "CartPole-v1", "threads": 1, "progress": False, "tensorboard": False,
+        "replay_capacity": 10_000, "batch_size": 128, "learn_period": 10,
+        "optimizer": "adam", "learning_rate": 2.5e-4, "target_network_update_period": 500,
+        "min_replay_capacity_fraction": args.warmup / 10_000,
+        "exploration_epsilon_end_value": 0.05, "exploration_epsilon_decay_frame_fraction": 1e-9,
+        "mlp_hidden": args.mlp_hidden, "max_global_grad_norm": 0.0, "optimizer_epsilon": 1e-8,
+    }  # fmt: skip
+    config = build_config("dqn", options)
+    qzoo_threads.apply(config)
+    trainer = Trainer(config)
+    trainer.train_phase(config.min_replay_size + config.learn_period)
+
+    seconds = collections.Counter()
+
+    def timed(owner, name, part):
+        method = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            begin = time.thread_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                seconds[part] += time.thread_time() - begin
+
+        setattr(owner, name, wrapper)
+
+    actor = trainer.actor
+    for owner, name, part in [
+        (Policy, "__call__", "policy"), (FrameStacker, "push", "stacker"),
+        (EpisodeStats, "step", "episode_stats"), (UnbiasedEwma, "step", "state_value_ewma"),
+        (trainer, "store", "replay_add"), (trainer.updates, "updates_due", "schedule"),
+        (trainer.updates, "target_due", "schedule"), (trainer.replay, "sample", "learner_sample"),
+        (trainer.learner, "learn", "learner_learn"),
+        (trainer.learner, "update_target", "learner_target_copy"), (actor, "step", "actor"),
+    ]:  # fmt: skip
+        timed(owner, name, part)
+    make_env = actor.make_env
+
+    def timed_env(*args, **kwargs):
+        env = make_env(*args, **kwargs)
+        timed(env, "step", "env")
+        return env
+
+    actor.make_env = timed_env
+    begin = time.thread_time()
+    trainer.train_phase(args.steps)
+    total = time.thread_time() - begin
+    acting = ("policy", "stacker", "episode_stats", "state_value_ewma", "env")
+    seconds["actor_other"] = seconds["actor"] - sum(seconds[p] for p in acting)
+    learning = ("learner_sample", "learner_learn", "learner_target_copy")
+    outside = ("actor", "replay_add", "schedule") + learning
+    seconds["loop_other"] = total - sum(seconds[p] for p in outside)
+    del seconds["actor"]
+    common = {"mlp_hidden": args.mlp_hidden, "steps": args.steps,
+              "load_average": os.getloadavg()[0]}  # fmt: skip
+    for part, value in seconds.most_common():
+        print(json.dumps({"name": "step_part", "part": part,
+                          "us_per_step": value / args.steps * 1e6, **common}))  # fmt: skip
+    print(json.dumps({"name": "step_total", "us_per_step": total / args.steps * 1e6, **common}))
+
+
+if __name__ == "__main__":
+    main()
