@@ -395,7 +395,7 @@ class CompressedFrameStorage(FrameStorage):
     @property
     def nbytes(self):
         """Bytes held now: the arena grows and shrinks with what the frames compress to."""
-        return self.frames.nbytes + self.actions.nbytes + self.rewards.nbytes + self.flags.nbytes
+        return self.frames.nbytes + sum(array.nbytes for array in self.row_arrays)
 
     @nbytes.setter
     def nbytes(self, uncompressed):
