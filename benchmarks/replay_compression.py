@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+from qzoo import allocator
 from qzoo.bench import (
     _machine,
     batches_per_second,
@@ -73,6 +74,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0)
     args = parser.parse_args()
+    allocator.keep_freed_memory()  # as a training run and `qzoo bench` (allocator.py)
     codecs = args.codecs.split(",")
     for game in args.games.split(","):
         rows = play_rows(game, args.capacity, 1)
