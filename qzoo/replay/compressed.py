@@ -24,8 +24,9 @@ two groups per transition. A batch decodes each group it reads once, before gath
 (`decode_rows`: both stacks of a transition lie in rows t-3..t+n), and only up to the
 last row it needs: 6.5 of the two groups' 8 frames on average. lz4 decodes straight
 into the pool of decoded groups (`lz4_decode_into`); zstd's package returns new bytes,
-copied there. Decoding still costs more than copying frames: sampling runs at about
-0.4-0.6x (lz4) and 0.3x (zstd) the uncompressed rate (BENCHMARKS.md has why).
+copied there. Decoding still costs more than copying frames: sampling runs at
+0.39-0.45x (lz4) and 0.15-0.25x (zstd) the uncompressed rate; decoding alone caps lz4
+at 0.47-0.49x (BENCHMARKS.md).
 
 The group being written (and, after the ring wrapped, the rows of the previous lap
 still ahead of the cursor in it) stays decoded in `open`; it is compressed when its
