@@ -138,11 +138,7 @@ class FrameStorage:
         the row index written."""
         t = self.cursor
         self.frames[t] = row.frame
-        flags = flag_bits(row.first, row.last, row.zero_discount)
-        if self.flags is self.actions:
-            self.actions[t] = flags | np.asarray(row.action, np.uint8)
-        else:
-            self.actions[t], self.flags[t] = row.action, flags
+        self.put_actions(t, row.action, flag_bits(row.first, row.last, row.zero_discount))
         self.rewards[t] = row.reward
         self.cursor = (t + 1) % self.num_rows
         self.rows = min(self.rows + 1, self.num_rows)
@@ -169,6 +165,14 @@ class FrameStorage:
         age = (t - self.oldest()) % self.num_rows
         low, high = self.window()
         return (age >= low) & (age < high)
+
+    def put_actions(self, index, action, flags):
+        """Writes actions and their rows' flags (`flag_bits`) at `index` (a row, or
+        rows and columns): into the one byte when packed, else into both arrays."""
+        if self.flags is self.actions:
+            self.actions[index] = flags | np.asarray(action, np.uint8)
+        else:
+            self.actions[index], self.flags[index] = action, flags
 
     def action_at(self, t, b):
         """The actions taken at rows `t` of columns `b` (int64), without the flags."""
