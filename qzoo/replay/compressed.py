@@ -279,10 +279,11 @@ class CompressedFrames:
         each only up to the latest row asked of it, into an emptied pool, so that the
         reads of a batch's stacks that follow decode nothing."""
         group, position = np.divmod(rows.ravel(), self.group_rows)
-        # Each group with the last of its rows asked for: sorted (group, row) pairs.
-        pairs = np.unique((group * self.num_envs + columns.ravel()) * self.group_rows + position)
+        # Sorted (group key, row) pairs: the last pair of each key has its latest row.
+        pairs = np.sort((group * self.num_envs + columns.ravel()) * self.group_rows + position)
         keys, position = np.divmod(pairs, self.group_rows)
-        last = np.append(keys[1:] != keys[:-1], True)
+        last = np.ones(len(keys), bool)
+        last[:-1] = keys[1:] != keys[:-1]
         self._forget()
         self._decode_to_pool(keys[last], position[last] + 1)
 
@@ -319,8 +320,8 @@ class CompressedFrames:
         `keys` (group * B + column) into the rows of `out` ([len(keys), G * frame
         bytes], C-contiguous). Everything the loops need is looked up before them,
         as Python ints: they run once per group of a batch."""
-        group, column = np.divmod(keys, self.num_envs)
-        chunk = self.chunk[group, column]
+        group = keys // self.num_envs
+        chunk = self.chunk.take(keys)  # keys are the flat indices of the [groups, B] index
         whole = np.minimum(self.group_rows, self.num_rows - group * self.group_rows)
         size = np.minimum(whole, whole if rows is None else rows) * self.frame_bytes
         # The open group is read from `open`; a group never written is zeros, as in
@@ -328,12 +329,12 @@ class CompressedFrames:
         for i in np.flatnonzero((group == self.open_group) | (chunk < 0)).tolist():
             n = int(size[i])
             if group[i] == self.open_group:
-                out[i, :n] = self.open[column[i]].reshape(-1).view(np.uint8)[:n]
+                out[i, :n] = self.open[keys[i] % self.num_envs].reshape(-1).view(np.uint8)[:n]
             else:
                 out[i, :n] = 0
         stored = np.flatnonzero((group != self.open_group) & (chunk >= 0))
-        chunk, offset = chunk[stored].tolist(), self.offset[group, column][stored]
-        length, size = self.length[group, column][stored], size[stored]
+        chunk, offset = chunk[stored].tolist(), self.offset.take(keys[stored]).astype(np.int64)
+        length, size = self.length.take(keys[stored]), size[stored]
         if self.codec.decode_into is not None:
             address = self.arena.address
             sources = [address[k] for k in chunk] + offset  # numpy: sums elementwise
