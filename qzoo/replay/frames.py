@@ -12,7 +12,7 @@ Row t of column b describes one observation o_t of that environment:
             lost a life, so nothing is bootstrapped through it)
 
 The flags are the top 3 bits of a byte; with at most 32 actions (Atari's 18, every
-Gymnasium classic-control task) the action takes the low 5 bits of the same byte
+discrete classic-control task) the action takes the low 5 bits of the same byte
 (`self.flags is self.actions`), wider action spaces get a byte of flags of their own.
 That is 7,061 bytes per Atari transition, a quarter of CleanRL's 28,244 (which
 stores both observations of a transition, 4 frames each). Checkpoints hold actions and
