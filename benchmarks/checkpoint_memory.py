@@ -85,8 +85,7 @@ def child(method, transitions, folder):
     false = np.zeros(1, bool)
     for i in range(transitions):  # touches every page of the replay, as a full one is
         replay.add(Row(frames[i % 64], np.zeros(1, np.int64), np.zeros(1), false, false, false))
-    replay_bytes = storage.frames.nbytes + storage.actions.nbytes + storage.rewards.nbytes
-    replay_bytes += storage.flags.nbytes
+    replay_bytes = storage.frames.nbytes + sum(array.nbytes for array in storage.row_arrays)
     rows = [{"iteration": 0, "frame": 0, "eval_episode_return": -21.0}]
     path = os.path.join(folder, "latest.safetensors" if method == "new" else "latest.pt")
     info = {

@@ -176,7 +176,10 @@ def run_qzoo(env, warmup, steps, threads, mlp_hidden=120):
     stats = trainer.train_phase(steps * repeats)
     cpu = time.process_time() - cpu
     storage = trainer.replay.storage
-    arrays = [storage.frames, storage.actions, storage.rewards, storage.flags]
+    # The action array holds the flags too up to 32 actions (row_arrays counts it once);
+    # a checkout from before that packing (qzoo_before) has four arrays.
+    rows = getattr(storage, "row_arrays", None) or (storage.actions, storage.rewards, storage.flags)
+    arrays = [storage.frames, *rows]
     return {
         "agent_steps_per_second": stats["steps_per_second"],
         "window_seconds": stats["duration"],

@@ -64,7 +64,7 @@ def main():
         replay.add(Row(pool[t % 64], rng.integers(0, 6, n), q, first, no | (t % 1000 == 999),
                        no | (t % 1000 == 999), info_t))  # fmt: skip
     add_seconds = time.perf_counter() - started
-    arrays = (storage.frames, storage.actions, storage.rewards, storage.flags, storage.states)
+    arrays = (storage.frames, *storage.row_arrays, storage.states)
     held = storage.num_rows * n
     emit("r2d1_replay_bytes_per_transition", sum(a.nbytes for a in arrays) / held, "bytes",
          formula=storage.bytes_per_transition,

@@ -10,11 +10,24 @@ is shared and noisy. Prints, per game and codec, bytes per transition, adds per
 second, the median batches per second and its ratio to the uncompressed replay's
 (the median of the per-round ratios). Uses qzoo.bench's pieces, as `qzoo bench replay
 --env GAME --replay-compression CODEC` does for one codec.
+
+On a shared machine a rate over seconds counts the time other processes hold the
+core; the median time of one batch does not (most batches run unpreempted). So, in the
+same rounds: `replay_batch_us` (median over 200 batches, each timed alone) and its
+ratio `replay_batch_us_ratio` (uncompressed / codec: read as batches/s), and per
+codec `replay_decode_us_per_batch`, the median time of decoding alone (`decode_rows`:
+the groups a batch reads, into an emptied pool) over 200 batches drawn by the
+sampler; `replay_ratio_bound_if_decode_only` is the ratio the codec would reach if
+decoding were its only cost above the uncompressed batch's (none / (none + decode)).
 """
 
 import argparse
 import statistics
+import time
 
+import numpy as np
+
+from qzoo import allocator
 from qzoo.bench import (
     _machine,
     batches_per_second,
@@ -26,6 +39,32 @@ from qzoo.bench import (
 )  # fmt: skip
 
 
+def batch_seconds(replay, batch_size, batches=200):
+    """Median seconds of one `replay.sample(batch_size)`, each timed alone."""
+    seconds = []
+    for _ in range(batches):
+        start = time.perf_counter()
+        replay.sample(batch_size)
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
+def decode_seconds(replay, batch_size, batches=200):
+    """Median seconds to decode the groups of one batch (the batches' indices drawn
+    first, then each batch's groups decoded into an emptied pool, timed alone)."""
+    storage, draws = replay.storage, []
+    for _ in range(batches):
+        t, b, _ = replay.sampler.sample(batch_size)
+        rows = (t[:, None] + np.arange(1 - storage.stack, storage.n_steps + 1)) % storage.num_rows
+        draws.append((rows, np.broadcast_to(b[:, None], rows.shape)))
+    seconds = []
+    for rows, columns in draws:
+        start = time.perf_counter()
+        storage.frames.decode_rows(rows, columns)
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--games", default="pong,breakout,seaquest,space_invaders")
@@ -35,6 +74,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0)
     args = parser.parse_args()
+    allocator.keep_freed_memory()  # as a training run and `qzoo bench` (allocator.py)
     codecs = args.codecs.split(",")
     for game in args.games.split(","):
         rows = play_rows(game, args.capacity, 1)
@@ -42,9 +82,14 @@ def main():
         replays = [bench_storage(frames, args.capacity, 1, 1, False, c) for c in codecs]
         add_seconds = fill(replays, rows)
         rates = {c: [] for c in codecs}
+        decode = {c: [] for c in codecs if c != "none"}
+        batch = {c: [] for c in codecs}
         for _ in range(args.rounds):
             for codec, replay in zip(codecs, replays):
                 rates[codec].append(batches_per_second(replay, args.batch_size, args.seconds))
+                batch[codec].append(batch_seconds(replay, args.batch_size))
+                if codec != "none":
+                    decode[codec].append(decode_seconds(replay, args.batch_size))
         for codec, replay, seconds in zip(codecs, replays, add_seconds):
             described = {"env": game, "replay_compression": codec, "capacity": args.capacity,
                          "batch_size": args.batch_size, "rounds": args.rounds, **_machine()}  # fmt: skip
@@ -56,6 +101,19 @@ def main():
             if "none" in rates:
                 ratios = [a / b for a, b in zip(rates[codec], rates["none"])]
                 emit("replay_batches_per_second_ratio", statistics.median(ratios),
+                     "x uncompressed", **described)  # fmt: skip
+            emit("replay_batch_us", 1e6 * statistics.median(batch[codec]), "us",
+                 rounds_values=[round(1e6 * d, 1) for d in batch[codec]], **described)  # fmt: skip
+            if "none" in batch:
+                ratios = [b / a for a, b in zip(batch[codec], batch["none"])]
+                emit("replay_batch_us_ratio", statistics.median(ratios), "x uncompressed",
+                     **described)  # fmt: skip
+            if codec in decode:
+                emit("replay_decode_us_per_batch", 1e6 * statistics.median(decode[codec]), "us",
+                     rounds_values=[round(1e6 * d, 1) for d in decode[codec]], **described)  # fmt: skip
+            if codec in decode and "none" in batch:
+                bounds = [b / (b + d) for d, b in zip(decode[codec], batch["none"])]
+                emit("replay_ratio_bound_if_decode_only", statistics.median(bounds),
                      "x uncompressed", **described)  # fmt: skip
 
 

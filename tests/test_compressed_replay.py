@@ -105,7 +105,7 @@ def test_bytes_are_the_compressed_groups_and_chunks_are_freed(play, codec):
     assert chunks <= payload // frames.arena.chunk_bytes + 2
     assert frames.arena.nbytes == chunks * frames.arena.chunk_bytes
     index = frames.chunk.nbytes + frames.offset.nbytes + frames.length.nbytes
-    rows = storage.actions.nbytes + storage.rewards.nbytes + storage.flags.nbytes
+    rows = sum(array.nbytes for array in storage.row_arrays)
     assert storage.nbytes == (frames.arena.nbytes + index + rows + frames.open.nbytes
                               + frames._pool.nbytes + frames._slot.nbytes)  # fmt: skip
     # Breakout's frames of play: far under the 1,500 bytes per transition asked for.
@@ -213,17 +213,47 @@ def test_the_bench_fills_the_replay_with_frames_of_play(capsys):
     by_name = {line["name"]: line for line in lines}
     assert by_name["replay_batches_per_second"]["value"] > 0
     assert by_name["replay_batches_per_second"]["env"] == "breakout"
-    # 100 transitions: one 1 MiB chunk and the buffers, but not 7,062 bytes a frame.
+    # 100 transitions: one 1 MiB chunk and the buffers, but not 7,061 bytes a frame.
     stored = by_name["replay_bytes_per_transition"]["value"] * 100
-    assert CHUNK_BYTES < stored < CHUNK_BYTES + 100 * 7062
+    assert CHUNK_BYTES < stored < CHUNK_BYTES + 100 * 7061
 
 
 def test_the_memory_check_estimates_a_quarter_of_each_frame():
     """By hand, 1,000 Atari transitions in 1 environment: frames at a quarter of 7,056
-    bytes (1,764) + action, reward, flags (6) + the group index (20 / 4 = 5) per
+    bytes (1,764) + action and flags, reward (1 + 4) + the group index (20 / 4 = 5) per
     transition, plus a decode pool of 256 groups and the open group (257 x 4 x 7,056)
     and two 1 MiB chunks."""
     from qzoo.replay.compressed import bytes_estimate
 
-    expected = 1000 * (1764 + 6 + 5) + 257 * 4 * 7056 + 2 * 2**20
-    assert bytes_estimate(1000, 1, (84, 84), np.uint8, 18) == expected == 11_125_720
+    expected = 1000 * (1764 + 5 + 5) + 257 * 4 * 7056 + 2 * 2**20
+    assert bytes_estimate(1000, 1, (84, 84), np.uint8, 18) == expected == 11_124_720
+
+
+def test_lz4_decodes_a_prefix_of_a_group_in_place(play):
+    """The direct path writes exactly the bytes asked for (two of a group's four
+    frames), where it is told, and nothing past them."""
+    codec = Codec("lz4")
+    if codec.decode_into is None:
+        pytest.skip("this lz4 build does not export LZ4_decompress_safe_partial")
+    group = np.stack([row.frame[0] for row in play[40:44]])  # [4, 84, 84]
+    data = np.frombuffer(codec.compress(group), np.uint8)
+    out = np.full((3, 84, 84), 7, np.uint8)
+    codec.decode_into([data.ctypes.data], [len(data)], [out.ctypes.data], [2 * 84 * 84])
+    assert np.array_equal(out[:2], group[:2])
+    assert (out[2] == 7).all()
+    with pytest.raises(ValueError, match="corrupt lz4 group"):
+        codec.decode_into([data.ctypes.data], [len(data) // 2], [out.ctypes.data],
+                          [4 * 84 * 84])  # fmt: skip
+
+
+def test_without_the_direct_path_lz4_samples_the_same_batches(play, monkeypatch):
+    """Where the lz4 extension exports no decoder, decompress-and-copy takes over."""
+    monkeypatch.setattr("qzoo.replay.compressed.lz4_decode_into", lambda block: None)
+    plain = bench_storage(((84, 84), np.uint8, 4), 90, 2, 3, False, "none", seed=3)
+    packed = bench_storage(((84, 84), np.uint8, 4), 90, 2, 3, False, "lz4", seed=3)
+    assert packed.storage.frames.codec.decode_into is None
+    for t, row in enumerate(play):
+        plain.add(row), packed.add(row)
+        if t >= 10 and t % 5 == 0:
+            a, b = plain.sample(16), packed.sample(16)
+            assert np.array_equal(a.s_tm1, b.s_tm1) and np.array_equal(a.s_t, b.s_t)

@@ -263,8 +263,8 @@ def test_a_run_with_device_sampling_learns_cartpole():
 
 
 def test_a_gpu_replay_that_does_not_fit_is_refused_before_the_run(monkeypatch):
-    """By hand: 1,000 Atari transitions take 1,000 x 7,062 bytes (frames.py); with
-    7,000,000 bytes free the check refuses, with exactly 7,062,000 it passes and counts
+    """By hand: 1,000 Atari transitions take 1,000 x 7,061 bytes (frames.py); with
+    7,000,000 bytes free the check refuses, with exactly 7,061,000 it passes and counts
     no host memory. (No GPU here: the free memory is a patched answer.)"""
     from qzoo import envs
     from qzoo.errors import UserError
@@ -276,8 +276,8 @@ def test_a_gpu_replay_that_does_not_fit_is_refused_before_the_run(monkeypatch):
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *device: (7_000_000, 8 * 2**30))
     with pytest.raises(
         UserError,
-        match="needs 7,062,000 bytes .0.01 GiB. of GPU memory and 7,000,000 bytes are free",
+        match="needs 7,061,000 bytes .0.01 GiB. of GPU memory and 7,000,000 bytes are free",
     ):
         replay_bytes_needed(config, info)
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *device: (7_062_000, 8 * 2**30))
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *device: (7_061_000, 8 * 2**30))
     assert replay_bytes_needed(config, info) == 0

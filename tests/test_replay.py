@@ -158,14 +158,23 @@ def test_state_round_trip():
         np.testing.assert_array_equal(getattr(a, key), getattr(b, key))
 
 
-def test_atari_bytes_per_transition_under_7100():
+def test_atari_bytes_per_transition_at_most_a_quarter_of_cleanrls():
+    """CleanRL allocates 28,244 bytes per Atari transition (both 4-frame observations,
+    action, reward, done): a quarter is 7,061, which qzoo's 7,056-byte frame, one byte
+    of action and flags, and a float32 reward make exactly. Past 32 actions the flags
+    need a byte of their own."""
     per = bytes_per_transition((84, 84), np.uint8, 18)
-    assert per <= 7100 and per == 7056 + 1 + 4 + 1
+    assert per == 7056 + 1 + 4 == 28_244 // 4
     replay = FrameStorage(1000, 4, (84, 84), np.uint8, 18, 4, 1, 0.99)
+    assert replay.flags is replay.actions
     stored = replay.frames.nbytes + replay.actions.nbytes + replay.rewards.nbytes
-    stored += replay.flags.nbytes
-    assert replay.nbytes == stored
+    assert replay.nbytes == stored == sum(a.nbytes for a in (replay.frames, *replay.row_arrays))
     assert stored / 1000 == per
+    wide = FrameStorage(1000, 4, (84, 84), np.uint8, 33, 4, 1, 0.99)
+    assert wide.flags is not wide.actions
+    assert bytes_per_transition((84, 84), np.uint8, 33) == 7056 + 1 + 4 + 1
+    assert bytes_per_transition((84, 84), np.uint8, 300) == 7056 + 2 + 4 + 1
+    assert wide.nbytes == sum(a.nbytes for a in (wide.frames, *wide.row_arrays)) == 1000 * 7062
 
 
 def test_frame_stacker_matches_replay_padding():
@@ -177,3 +186,50 @@ def test_frame_stacker_matches_replay_padding():
         acting = stacker.push(np.full((1, 2, 2), frame, np.uint8), first)
         stored = replay.storage.stacked(np.array([row]), np.array([0]))
         np.testing.assert_array_equal(acting, stored)
+
+
+def old_layout_state():
+    """STREAM's storage state as written before the flags moved into the action byte:
+    actions as taken, flags 1 (FIRST) | 2 (LAST) | 4 (ZERO_DISCOUNT) in their own
+    array, worked out by hand from STREAM's columns."""
+    return {
+        "frames": np.array([np.full((1, 2, 2), f) for f, *_ in STREAM], np.uint8),
+        "actions": np.array([[0], [1], [2], [3], [0], [1], [2], [3], [4], [5]], np.uint8),
+        "rewards": np.array([[0], [1], [1], [0], [0], [1], [0], [1], [0], [0.5]], np.float32),
+        "flags": np.array([[1], [0], [4], [2], [1], [6], [1], [0], [1], [0]], np.uint8),
+        "cursor": 10, "rows": 10, "num_adds": 10,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("num_actions", [6, 40])
+def test_a_checkpoint_of_the_old_layout_loads_and_new_ones_keep_it(tmp_path, num_actions):
+    """A checkpoint file holding the separate flag array (the layout before packing)
+    loads into the packed storage (6 actions) and the wide one (40): the same batches
+    as the storage filled with the stream. A storage's own state is that layout."""
+    from qzoo import checkpoint
+    from qzoo.replay.device import DeviceFrameStorage
+
+    checkpoint.save(tmp_path / "old.safetensors", {"storage": old_layout_state()})
+    saved = checkpoint.load(tmp_path / "old.safetensors")["storage"]
+    args = (100, 1, (2, 2), np.uint8, num_actions, 2, 3, GAMMA)
+    filled = FrameStorage(*args)
+    fill(Replay(filled, UniformSampler(filled, np.random.default_rng(0))), STREAM)
+    for key, value in old_layout_state().items():
+        np.testing.assert_array_equal(filled.state_dict()[key], value, err_msg=key)
+    t, b = np.array([0, 1, 2, 4, 6]), np.zeros(5, np.int64)
+    expected = filled.gather(t, b)
+    assert expected.a_tm1.tolist() == [0, 1, 2, 0, 2]
+    for storage in (FrameStorage(*args), DeviceFrameStorage(*args, "cpu")):
+        storage.load_state_dict(saved)
+        assert (storage.flags is storage.actions) == (num_actions <= 32)
+        got = storage.gather(t, b)
+        for key in ("s_tm1", "a_tm1", "r_t", "discount_t", "s_t"):
+            np.testing.assert_array_equal(np.asarray(getattr(got, key)),
+                                          getattr(expected, key), err_msg=key)  # fmt: skip
+
+
+def test_actions_that_do_not_fit_the_byte_are_refused_on_load():
+    state = old_layout_state()
+    state["actions"][3] = 40
+    with pytest.raises(ValueError, match="replay actions 0..40 do not fit this run's 32"):
+        FrameStorage(100, 1, (2, 2), np.uint8, 6, 2, 1, GAMMA).load_state_dict(state)

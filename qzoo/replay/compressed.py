@@ -20,9 +20,13 @@ already find the repeats), and blosc2 decoded 2-4x slower per call than zstd or 
 Per-frame lz4 would exceed 1,500 bytes on Space Invaders (1,569).
 
 A sample reads rows t-3..t and t+n-3..t+n of one column: with groups of 4 and n = 1,
-two groups decoded per transition, once per batch (a pool keeps the groups decoded by
-recent reads, so that s_t's stack reuses those of s_tm1's). Decoding 8 frames costs
-more than copying them: sampling runs at 0.2-0.7x the uncompressed rate (BENCHMARKS.md).
+two groups per transition. A batch decodes each group it reads once, before gathering
+(`decode_rows`: both stacks of a transition lie in rows t-3..t+n), and only up to the
+last row it needs: 6.5 of the two groups' 8 frames on average. lz4 decodes straight
+into the pool of decoded groups (`lz4_decode_into`); zstd's package returns new bytes,
+copied there. Decoding still costs more than copying frames: sampling runs at
+0.39-0.45x (lz4) and 0.15-0.25x (zstd) the uncompressed rate; decoding alone caps lz4
+at 0.47-0.49x (BENCHMARKS.md).
 
 The group being written (and, after the ring wrapped, the rows of the previous lap
 still ahead of the cursor in it) stays decoded in `open`; it is compressed when its
@@ -79,11 +83,16 @@ class Codec:
     zstd at level 1 (levels 3 and 9 saved 1-10% more and encoded 1.1-4x slower);
     lz4's block format, without the size header (the storage knows each size). Like
     the storage, not for several threads at once: a zstandard decompressor shared by
-    two threads corrupts data."""
+    two threads corrupts data.
+
+    `decode_into` (lz4 only, None where unavailable) decodes groups straight into
+    memory the caller owns, by address, each only up to the bytes asked for; see
+    `lz4_decode_into`."""
 
     def __init__(self, name):
         module = require(name)
         self.name = name
+        self.decode_into = None
         if name == "zstd":
             compressor = module.ZstdCompressor(level=1, write_content_size=True)
             decompressor = module.ZstdDecompressor()
@@ -92,6 +101,36 @@ class Codec:
         else:
             self.compress = lambda data: module.compress(data, store_size=False)
             self.decompress = lambda data, size: module.decompress(data, uncompressed_size=size)
+            self.decode_into = lz4_decode_into(module)
+
+
+def lz4_decode_into(block):
+    """decode_into(sources, lengths, destinations, sizes): for each group, decodes the
+    `length` bytes of lz4 block at address `source` into `size` bytes at address
+    `destination` (a prefix of the group when `size` is less than the whole).
+
+    lz4.block.decompress returns a new bytes object, which the storage then copies
+    into place: on Pong that copy cost half as much again as the decoding itself
+    (1.8 MB per batch of 32). The lz4 package's extension module exports liblz4's
+    functions; LZ4_decompress_safe_partial writes into the destination directly,
+    never past `size` bytes, and stops there (a batch rarely needs a whole group).
+    None when the extension does not export it (then the storage uses decompress)."""
+    import ctypes
+
+    try:
+        function = ctypes.CDLL(block._block.__file__).LZ4_decompress_safe_partial
+    except (AttributeError, OSError):
+        return None
+    # (source, destination, source bytes, bytes wanted, destination capacity)
+    function.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 3
+    function.restype = ctypes.c_int
+
+    def decode_into(sources, lengths, destinations, sizes):
+        for source, length, destination, size in zip(sources, lengths, destinations, sizes):
+            if function(source, destination, length, size, size) != size:
+                raise ValueError(f"corrupt lz4 group of {length} bytes at {source:#x}")
+
+    return decode_into
 
 
 class Arena:
@@ -104,6 +143,7 @@ class Arena:
     def __init__(self, chunk_bytes):
         self.chunk_bytes = chunk_bytes
         self.chunks = {}  # chunk id -> uint8 array
+        self.address = {}  # chunk id -> the address of its first byte (Codec.decode_into)
         self.live = {}  # chunk id -> groups it holds that are still stored
         self.current, self.fill = -1, chunk_bytes  # chunk being written and its fill
 
@@ -120,7 +160,7 @@ class Arena:
             if self.current in self.live and self.live[self.current] == 0:
                 self._free(self.current)
             self.current, self.fill = self.current + 1, 0
-            self.chunks[self.current] = np.empty(self.chunk_bytes, np.uint8)
+            self._allocate(self.current)
             self.live[self.current] = 0
         offset = self.fill
         self.chunks[self.current][offset : offset + n] = np.frombuffer(data, np.uint8)
@@ -134,8 +174,12 @@ class Arena:
         if self.live[chunk] == 0 and chunk != self.current:
             self._free(chunk)
 
+    def _allocate(self, chunk):
+        self.chunks[chunk] = np.empty(self.chunk_bytes, np.uint8)
+        self.address[chunk] = self.chunks[chunk].ctypes.data
+
     def _free(self, chunk):
-        del self.chunks[chunk], self.live[chunk]
+        del self.chunks[chunk], self.live[chunk], self.address[chunk]
 
     def view(self, chunk, offset, length):
         return self.chunks[chunk][offset : offset + length]
@@ -148,9 +192,9 @@ class Arena:
                 "fill": self.fill}  # fmt: skip
 
     def load_state_dict(self, state, chunk_of_group):
-        self.chunks, self.live = {}, {}
+        self.chunks, self.address, self.live = {}, {}, {}
         for i, data in zip(state["ids"].tolist(), state["chunks"]):
-            self.chunks[i] = np.empty(self.chunk_bytes, np.uint8)
+            self._allocate(i)
             self.chunks[i][: len(data)] = data  # from the file's memory map
         self.current, self.fill = int(state["current"]), int(state["fill"])
         ids, counts = np.unique(chunk_of_group[chunk_of_group >= 0], return_counts=True)
@@ -183,6 +227,8 @@ class CompressedFrames:
         self._pool = np.empty((0, group_rows * self.frame_bytes), np.uint8)  # grows
         self._slot = np.full(num_groups * self.num_envs, -1, np.int32)
         self._pool_keys = []  # the key of each pool row in use, to empty it cheaply
+        # Rows decoded in each pool row (a prefix), and a last 0 for slot -1 (no row).
+        self._pool_rows = np.zeros(1, np.int64)
 
     @property
     def nbytes(self):
@@ -221,11 +267,25 @@ class CompressedFrames:
         group, position = np.divmod(rows, self.group_rows)
         keys = group * self.num_envs + columns
         slots = self._slot[keys]
-        if (slots < 0).any():
-            self._decode_missing(keys, slots < 0)
+        missing = (slots < 0) | (position >= self._pool_rows[slots])
+        if missing.any():
+            self._decode_missing(keys, missing)
             slots = self._slot[keys]
         decoded = self._pool.view(self.dtype).reshape((-1, self.group_rows) + self.frame_shape)
         return decoded[slots, position]
+
+    def decode_rows(self, rows, columns):
+        """Decodes, once, every group holding one of `rows` of `columns` (same shapes),
+        each only up to the latest row asked of it, into an emptied pool, so that the
+        reads of a batch's stacks that follow decode nothing."""
+        group, position = np.divmod(rows.ravel(), self.group_rows)
+        # Sorted (group key, row) pairs: the last pair of each key has its latest row.
+        pairs = np.sort((group * self.num_envs + columns.ravel()) * self.group_rows + position)
+        keys, position = np.divmod(pairs, self.group_rows)
+        last = np.ones(len(keys), bool)
+        last[:-1] = keys[1:] != keys[:-1]
+        self._forget()
+        self._decode_to_pool(keys[last], position[last] + 1)
 
     def _forget(self):
         """Empties the pool of decoded groups."""
@@ -233,41 +293,60 @@ class CompressedFrames:
         self._pool_keys = []
 
     def _decode_missing(self, keys, missing):
-        """Decodes the groups `keys[missing]` into free rows of the pool (or all of
-        `keys` into an emptied pool when it is full), so that a batch decodes each
-        group it reads once: s_t's stack mostly reuses the groups s_tm1's decoded."""
+        """Decodes the groups `keys[missing]` whole into free rows of the pool (or all
+        of `keys` into an emptied pool when it is full)."""
         todo = np.unique(keys[missing])
         if len(self._pool_keys) + len(todo) > len(self._pool):
             self._forget()
             todo = np.unique(keys)
-            if len(todo) > len(self._pool):
-                self._pool = np.empty((2 * len(todo), self._pool.shape[1]), np.uint8)
-        keys, used = todo, len(self._pool_keys)
-        self._decode_into(self._pool[used : used + len(keys)], keys)
+        self._decode_to_pool(todo, np.full(len(todo), self.group_rows))
+
+    def _decode_to_pool(self, keys, rows):
+        """Decodes the first `rows` rows of the groups `keys` into free pool rows
+        (the pool has room for them: grown when it has not)."""
+        used = len(self._pool_keys)
+        if used + len(keys) > len(self._pool):
+            pool = np.empty((2 * (used + len(keys)), self._pool.shape[1]), np.uint8)
+            pool_rows = np.zeros(len(pool) + 1, np.int64)
+            pool[:used], pool_rows[:used] = self._pool[:used], self._pool_rows[:used]
+            self._pool, self._pool_rows = pool, pool_rows
+        self._decode_into(self._pool[used : used + len(keys)], keys, rows)
         self._slot[keys] = np.arange(used, used + len(keys), dtype=self._slot.dtype)
+        self._pool_rows[used : used + len(keys)] = rows
         self._pool_keys += keys.tolist()
 
-    def _decode_into(self, out, keys):
-        """Writes the bytes of the groups `keys` (group * B + column) into the rows of
-        `out` ([len(keys), G * frame bytes]). The loop runs once per group of a batch:
-        everything it needs is looked up before it, as Python ints."""
-        group, column = np.divmod(keys, self.num_envs)
-        chunk, offset = self.chunk[group, column].tolist(), self.offset[group, column].tolist()
-        end = (self.offset[group, column] + self.length[group, column]).tolist()
-        rows = np.minimum(self.group_rows, self.num_rows - group * self.group_rows)
-        size = (rows * self.frame_bytes).tolist()
-        chunks, decompress, full = self.arena.chunks, self.codec.decompress, out.shape[1]
-        for i, (g, c, k, o, e, n) in enumerate(zip(group.tolist(), column.tolist(), chunk,
-                                                   offset, end, size)):  # fmt: skip
-            if g == self.open_group:
-                out[i] = self.open[c].reshape(-1).view(np.uint8)
-            elif k < 0:  # never written: zeros, as in FrameStorage
-                out[i] = 0
-            elif n == full:
-                out[i] = np.frombuffer(decompress(chunks[k][o:e], n), np.uint8)
-            else:  # the ring's last group may be short
-                out[i, :n] = np.frombuffer(decompress(chunks[k][o:e], n), np.uint8)
-                out[i, n:] = 0
+    def _decode_into(self, out, keys, rows=None):
+        """Writes the bytes of the first `rows` rows (default: all) of the groups
+        `keys` (group * B + column) into the rows of `out` ([len(keys), G * frame
+        bytes], C-contiguous). Everything the loops need is looked up before them,
+        as Python ints: they run once per group of a batch."""
+        group = keys // self.num_envs
+        chunk = self.chunk.take(keys)  # keys are the flat indices of the [groups, B] index
+        whole = np.minimum(self.group_rows, self.num_rows - group * self.group_rows)
+        size = np.minimum(whole, whole if rows is None else rows) * self.frame_bytes
+        # The open group is read from `open`; a group never written is zeros, as in
+        # FrameStorage.
+        for i in np.flatnonzero((group == self.open_group) | (chunk < 0)).tolist():
+            n = int(size[i])
+            if group[i] == self.open_group:
+                out[i, :n] = self.open[keys[i] % self.num_envs].reshape(-1).view(np.uint8)[:n]
+            else:
+                out[i, :n] = 0
+        stored = np.flatnonzero((group != self.open_group) & (chunk >= 0))
+        chunk, offset = chunk[stored].tolist(), self.offset.take(keys[stored]).astype(np.int64)
+        length, size = self.length.take(keys[stored]), size[stored]
+        if self.codec.decode_into is not None:
+            address = self.arena.address
+            sources = [address[k] for k in chunk] + offset  # numpy: sums elementwise
+            destinations = out.ctypes.data + stored * out.strides[0]
+            self.codec.decode_into(sources.tolist(), length.tolist(), destinations.tolist(),
+                                   size.tolist())  # fmt: skip
+            return
+        chunks, decompress = self.arena.chunks, self.codec.decompress
+        whole = (whole[stored] * self.frame_bytes).tolist()
+        for i, k, o, e, n, w in zip(stored.tolist(), chunk, offset.tolist(),
+                                    (offset + length).tolist(), size.tolist(), whole):  # fmt: skip
+            out[i, :n] = np.frombuffer(decompress(chunks[k][o:e], w), np.uint8)[:n]
 
     def state_dict(self):
         return {"arena": self.arena.state_dict(), "chunk": self.chunk, "offset": self.offset,
@@ -307,10 +386,18 @@ class CompressedFrameStorage(FrameStorage):
     def _make_frames(self, shape, dtype):
         return CompressedFrames(shape, dtype, self.codec)
 
+    def gather(self, t, b):
+        """FrameStorage's gather, after decoding once the rows t-stack+1..t+n of
+        columns `b`: both stacks of every transition lie among them (s_t ends at
+        row t+n or at an earlier LAST)."""
+        rows = (t[:, None] + np.arange(1 - self.stack, self.n_steps + 1)) % self.num_rows
+        self.frames.decode_rows(rows, np.broadcast_to(b[:, None], rows.shape))
+        return super().gather(t, b)
+
     @property
     def nbytes(self):
         """Bytes held now: the arena grows and shrinks with what the frames compress to."""
-        return self.frames.nbytes + self.actions.nbytes + self.rewards.nbytes + self.flags.nbytes
+        return self.frames.nbytes + sum(array.nbytes for array in self.row_arrays)
 
     @nbytes.setter
     def nbytes(self, uncompressed):

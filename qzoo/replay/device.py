@@ -29,7 +29,18 @@ from qzoo.errors import UserError
 from qzoo.replay import Replay
 from qzoo.replay.batch import Batch
 from qzoo.replay.device_samplers import DevicePrioritizedSampler, DeviceUniformSampler
-from qzoo.replay.frames import FIRST, LAST, ZERO_DISCOUNT, FrameStorage, observation_shape
+from qzoo.replay.frames import (
+    FIRST,
+    LAST,
+    PACKED_ACTIONS,
+    ZERO_DISCOUNT,
+    FrameStorage,
+    action_dtype,
+    flag_bits,
+    loaded_actions,
+    observation_shape,
+    saved_actions,
+)
 
 
 def torch_dtype(dtype):
@@ -60,9 +71,11 @@ class DeviceFrameStorage(FrameStorage):
         self._zero_frame = self.num_rows * num_envs
         flat = self._zeros((self._zero_frame + 1,) + self.frame_shape, torch_dtype(frame_dtype))
         self._flat_frames, self.frames = flat, flat[:-1].view(shape + self.frame_shape)
-        self.actions = self._zeros(shape, torch.uint8 if num_actions <= 256 else torch.int16)
+        self.actions = self._zeros(shape, torch_dtype(action_dtype(num_actions)))
         self.rewards = self._zeros(shape, torch.float32)
-        self.flags = self._zeros(shape, torch.uint8)
+        # As FrameStorage: up to 32 actions, the flags are the top bits of the action byte.
+        packed = num_actions <= PACKED_ACTIONS
+        self.flags = self.actions if packed else self._zeros(shape, torch.uint8)
         self._offsets = torch.arange(stack - 1, -1, -1, device=self.device)  # oldest first
         self.cursor, self.rows, self.num_adds = 0, 0, 0
 
@@ -79,14 +92,14 @@ class DeviceFrameStorage(FrameStorage):
         """Writes one `Row` (host arrays of the newest observation of every
         environment); returns the row index written."""
         t = self.cursor
-        flags = (
-            np.where(row.first, FIRST, 0) | np.where(row.last, LAST, 0)
-            | np.where(row.zero_discount, ZERO_DISCOUNT, 0)
-        ).astype(np.uint8)  # fmt: skip
+        flags = flag_bits(row.first, row.last, row.zero_discount)
         self._put(self.frames[t], row.frame)
-        self._put(self.actions[t], row.action)
+        if self.flags is self.actions:
+            self._put(self.actions[t], flags | np.asarray(row.action, np.uint8))
+        else:
+            self._put(self.actions[t], row.action)
+            self._put(self.flags[t], flags)
         self._put(self.rewards[t], row.reward)
-        self._put(self.flags[t], flags)
         self.cursor = (t + 1) % self.num_rows
         self.rows = min(self.rows + 1, self.num_rows)
         self.num_adds += 1
@@ -96,6 +109,11 @@ class DeviceFrameStorage(FrameStorage):
         """array[t, b] of a [T, B] tensor. torch.take on flat indices: on a CPU, ~20x
         faster than advanced indexing for a batch (benchmarks/device_replay.py)."""
         return torch.take(array, t * self.num_envs + b)
+
+    def action_at(self, t, b):
+        """The actions taken at rows `t` of columns `b` (int64 tensors), without the flags."""
+        actions = self._take(self.actions, t, b).to(torch.int64)
+        return actions & (PACKED_ACTIONS - 1) if self.flags is self.actions else actions
 
     def can_start(self, t, b):
         """Whether rows `t` of columns `b` (tensors) may start a transition (not LAST)."""
@@ -152,21 +170,23 @@ class DeviceFrameStorage(FrameStorage):
         # dispatch on a CPU, a kernel launch on a GPU).
         s_tm1, s_t = self.stacked(torch.cat([t, end]), torch.cat([b, b])).split(len(t))
         return Batch(
-            s_tm1=s_tm1, a_tm1=self._take(self.actions, t, b).to(torch.int64), r_t=r_t,
+            s_tm1=s_tm1, a_tm1=self.action_at(t, b), r_t=r_t,
             discount_t=discount_t, s_t=s_t, indices=(t, b),
         )  # fmt: skip
 
     def state_dict(self):
         """FrameStorage's keys and dtypes, so that a checkpoint of either storage
-        restores into the other. On the CPU the arrays are NumPy views (no copy); on a
-        GPU they stay tensors, which checkpoint.py streams to the file in 8 MiB pieces
-        instead of copying the whole replay to the host first."""
+        restores into the other. On the CPU the frames and rewards are NumPy views (no
+        copy); on a GPU they stay tensors, which checkpoint.py streams to the file in
+        8 MiB pieces instead of copying the whole replay to the host first. Actions
+        and flags are unpacked (frames.py's `saved_actions`), one byte a row each."""
         n = self.rows
+        actions, flags = saved_actions(self.actions[:n], self.flags[:n], self.flags is self.actions)
         return {
             "frames": _host(self.frames[:n]),
-            "actions": _host(self.actions[:n]),
+            "actions": _host(actions),
             "rewards": _host(self.rewards[:n]),
-            "flags": _host(self.flags[:n]),
+            "flags": _host(flags),
             "cursor": self.cursor,
             "rows": self.rows,
             "num_adds": self.num_adds,
@@ -179,8 +199,16 @@ class DeviceFrameStorage(FrameStorage):
                 f"replay of {n} rows of {tuple(frames.shape[1:])} does not fit "
                 f"this run's {self.num_rows} rows of {tuple(self.frames.shape[1:])}"
             )
-        for name in ("frames", "actions", "rewards", "flags"):
-            source, target = state[name], getattr(self, name)
+        actions, flags = (
+            array.cpu().numpy() if isinstance(array, torch.Tensor) else array
+            for array in (state["actions"], state["flags"])
+        )
+        actions, flags = loaded_actions(actions, flags, self.flags is self.actions)
+        sources = {"frames": state["frames"], "actions": actions, "rewards": state["rewards"]}
+        if flags is not None:
+            sources["flags"] = flags
+        for name, source in sources.items():
+            target = getattr(self, name)
             # In blocks of rows, so that a memory-mapped source is read piece by piece.
             for begin in range(0, n, 4096):
                 end = min(n, begin + 4096)

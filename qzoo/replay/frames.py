@@ -11,7 +11,13 @@ Row t of column b describes one observation o_t of that environment:
             truncated), ZERO_DISCOUNT (arriving at o_t terminated the episode or
             lost a life, so nothing is bootstrapped through it)
 
-That is 7,062 bytes per Atari transition. A transition from row t exists when t
+The flags are the top 3 bits of a byte; with at most 32 actions (Atari's 18, every
+discrete classic-control task) the action takes the low 5 bits of the same byte
+(`self.flags is self.actions`), wider action spaces get a byte of flags of their own.
+That is 7,061 bytes per Atari transition, a quarter of CleanRL's 28,244 (which
+stores both observations of a transition, 4 frames each). Checkpoints hold actions and
+flags (1, 2, 4) apart, as before the packing, so old and new checkpoints load in
+either layout. A transition from row t exists when t
 is not LAST and row t+1 is not FIRST (a FIRST right after a non-LAST row is an
 episode abandoned at a phase boundary). Its n-step return walks rows t+1..t+n and
 stops at the first LAST; truncation (LAST without ZERO_DISCOUNT) bootstraps.
@@ -28,7 +34,10 @@ import numpy as np
 
 from qzoo.replay.batch import Batch
 
-FIRST, LAST, ZERO_DISCOUNT = 1, 2, 4
+# The flags' bits: the top 3 of the byte, below them the action where it fits.
+FLAG_SHIFT = 5
+FIRST, LAST, ZERO_DISCOUNT = 1 << FLAG_SHIFT, 2 << FLAG_SHIFT, 4 << FLAG_SHIFT
+PACKED_ACTIONS = 1 << FLAG_SHIFT  # action spaces of up to 32 actions share the byte
 
 
 def observation_shape(frame_shape, stack):
@@ -41,8 +50,43 @@ def observation_shape(frame_shape, stack):
 
 def bytes_per_transition(frame_shape, frame_dtype, num_actions):
     frame = int(np.prod(frame_shape)) * np.dtype(frame_dtype).itemsize
+    if num_actions <= PACKED_ACTIONS:
+        return frame + 1 + 4  # frame, action and flags, reward (float32)
     action = 1 if num_actions <= 256 else 2
     return frame + action + 4 + 1  # frame, action, reward (float32), flags
+
+
+def action_dtype(num_actions):
+    """The dtype of the [T, B] action array (which holds the flags too up to 32)."""
+    return np.uint8 if num_actions <= 256 else np.int16
+
+
+def flag_bits(first, last, zero_discount):
+    """One row's flags (uint8, bits FIRST | LAST | ZERO_DISCOUNT) from its booleans."""
+    return (np.where(first, FIRST, 0) | np.where(last, LAST, 0)
+            | np.where(zero_discount, ZERO_DISCOUNT, 0)).astype(np.uint8)  # fmt: skip
+
+
+def saved_actions(actions, flags, packed):
+    """(actions, flags) of rows as checkpoints hold them: action values, and flags
+    1, 2, 4 in an array of their own (the layout before packing). `flags` is the
+    same array as `actions` when `packed`. NumPy arrays or torch tensors; new
+    arrays, one byte a row each."""
+    if packed:
+        actions = actions & (PACKED_ACTIONS - 1)
+    return actions, flags >> FLAG_SHIFT
+
+
+def loaded_actions(actions, flags, packed):
+    """saved_actions' inverse, as NumPy arrays in this storage's layout: the action
+    array, and the flags array (None when `packed`: they are in the action array)."""
+    actions, flags = np.asarray(actions), np.asarray(flags).astype(np.uint8) << FLAG_SHIFT
+    if not packed:
+        return actions, flags
+    if actions.size and (actions.min() < 0 or actions.max() >= PACKED_ACTIONS):
+        raise ValueError(f"replay actions {actions.min()}..{actions.max()} do not fit "
+                         f"this run's {PACKED_ACTIONS} action values")  # fmt: skip
+    return actions.astype(np.uint8) | flags, None
 
 
 class FrameStorage:
@@ -64,9 +108,11 @@ class FrameStorage:
         self.nbytes = self.bytes_needed(capacity, num_envs, frame_shape, frame_dtype, num_actions)
         shape = (self.num_rows, num_envs)
         self.frames = self._make_frames(shape + self.frame_shape, frame_dtype)
-        self.actions = np.zeros(shape, np.uint8 if num_actions <= 256 else np.int16)
+        self.actions = np.zeros(shape, action_dtype(num_actions))
         self.rewards = np.zeros(shape, np.float32)
-        self.flags = np.zeros(shape, np.uint8)
+        # Up to 32 actions: the flags are the top bits of the action byte.
+        packed = num_actions <= PACKED_ACTIONS
+        self.flags = self.actions if packed else np.zeros(shape, np.uint8)
         self.cursor = 0  # next row to write
         self.rows = 0  # rows written, at most num_rows
         self.num_adds = 0  # rows ever written
@@ -92,12 +138,8 @@ class FrameStorage:
         the row index written."""
         t = self.cursor
         self.frames[t] = row.frame
-        self.actions[t] = row.action
+        self.put_actions(t, row.action, flag_bits(row.first, row.last, row.zero_discount))
         self.rewards[t] = row.reward
-        self.flags[t] = (
-            np.where(row.first, FIRST, 0) | np.where(row.last, LAST, 0)
-            | np.where(row.zero_discount, ZERO_DISCOUNT, 0)
-        )  # fmt: skip
         self.cursor = (t + 1) % self.num_rows
         self.rows = min(self.rows + 1, self.num_rows)
         self.num_adds += 1
@@ -123,6 +165,25 @@ class FrameStorage:
         age = (t - self.oldest()) % self.num_rows
         low, high = self.window()
         return (age >= low) & (age < high)
+
+    def put_actions(self, index, action, flags):
+        """Writes actions and their rows' flags (`flag_bits`) at `index` (a row, or
+        rows and columns): into the one byte when packed, else into both arrays."""
+        if self.flags is self.actions:
+            self.actions[index] = flags | np.asarray(action, np.uint8)
+        else:
+            self.actions[index], self.flags[index] = action, flags
+
+    def action_at(self, t, b):
+        """The actions taken at rows `t` of columns `b` (int64), without the flags."""
+        actions = self.actions[t, b].astype(np.int64)
+        return actions & (PACKED_ACTIONS - 1) if self.flags is self.actions else actions
+
+    @property
+    def row_arrays(self):
+        """The [T, B] arrays besides the frames (actions and flags once when packed)."""
+        separate = () if self.flags is self.actions else (self.flags,)
+        return (self.actions, self.rewards) + separate
 
     def can_start(self, t, b):
         """Whether row t of column b may start a transition at all (not LAST)."""
@@ -170,19 +231,21 @@ class FrameStorage:
         """The `Batch` of transitions starting at rows `t` of columns `b`."""
         r_t, discount_t, end = self.returns(t, b)
         return Batch(
-            s_tm1=self.stacked(t, b), a_tm1=self.actions[t, b].astype(np.int64), r_t=r_t,
+            s_tm1=self.stacked(t, b), a_tm1=self.action_at(t, b), r_t=r_t,
             discount_t=discount_t, s_t=self.stacked(end, b), indices=(t, b),
         )  # fmt: skip
 
     def state_dict(self):
-        """Everything needed to restore the storage exactly (views, not copies: a
-        checkpoint streams them to disk)."""
+        """Everything needed to restore the storage exactly (the frames and rewards
+        are views, not copies: a checkpoint streams them to disk; actions and flags
+        are unpacked, one byte a row each)."""
         n = self.rows
+        actions, flags = saved_actions(self.actions[:n], self.flags[:n], self.flags is self.actions)
         return {
             "frames": self._frames_state(n),
-            "actions": self.actions[:n],
+            "actions": actions,
             "rewards": self.rewards[:n],
-            "flags": self.flags[:n],
+            "flags": flags,
             "cursor": self.cursor,
             "rows": self.rows,
             "num_adds": self.num_adds,
@@ -191,9 +254,13 @@ class FrameStorage:
     def load_state_dict(self, state):
         n = state["rows"]
         self._load_frames(state["frames"], n)
-        self.actions[:n] = state["actions"]
+        actions, flags = loaded_actions(
+            state["actions"], state["flags"], self.flags is self.actions
+        )
+        self.actions[:n] = actions
+        if flags is not None:
+            self.flags[:n] = flags
         self.rewards[:n] = state["rewards"]
-        self.flags[:n] = state["flags"]
         self.cursor, self.rows, self.num_adds = state["cursor"], n, state["num_adds"]
 
     def _frames_state(self, n):

@@ -152,12 +152,12 @@ class SequenceStorage(FrameStorage):
         first = first[k - 1 :]  # [S, B]: row s + j starts an episode
         seq_rows = rows[k - 1 :]
         prev_rows = (seq_rows - 1) % self.num_rows
-        prev_action = np.where(first, -1, self.actions[prev_rows, b[None]].astype(np.int64))
+        prev_action = np.where(first, -1, self.action_at(prev_rows, b[None]))
         trained_rows, cols, r_t, discount_t, end_step, exists = self._trained(start, b)
         state = self.states[start // self.interval, b]  # [B, 2, H]
         return SequenceBatch(
             frames=frames, frame_mask=later_first == 0, prev_action=prev_action,
-            prev_reward=self.rewards[seq_rows, b[None]], action=self.actions[trained_rows, cols]
+            prev_reward=self.rewards[seq_rows, b[None]], action=self.action_at(trained_rows, cols)
             .astype(np.int64), r_t=r_t, discount_t=discount_t,
             bootstrap=end_step - self.burn_in, transition=exists,
             zero_state=first[1 : self.burn_in + 1].any(0), state=state[None],
