@@ -1,0 +1,124 @@
+"""A DQN Replay Dataset split across replay shards (offline training on Ray, issue 14).
+
+`split` gives each of K shards its parts: (suffix, lo, hi), a checkpoint and the rows
+[lo, hi) whose transitions the shard serves (a transition belongs to its first row,
+Dopamine's index). With at least as many checkpoints as shards, each shard gets whole
+checkpoints, consecutive ones (np.array_split of the sorted suffixes); with fewer, the
+checkpoints' rows laid end to end are cut into K runs of equal length, so a shard's
+part is a piece of one checkpoint or the end of one and the start of the next. The
+parts are disjoint and cover every row, hence every transition.
+
+A `DatasetShard` memory-maps only the checkpoints of its parts, with the local run's
+`DatasetStorage` (Dopamine's rules: validity, stacks, n-step returns), and reads only
+the frames of its rows (plus the K - 1 rows before and n after, which the states of a
+transition starting in its range need). It draws uniformly over its valid transitions
+as the local sampler does (replay/samplers.py, rejection sampling): a part with
+probability proportional to its rows, a row uniformly in it, redrawn while invalid.
+
+The shard keeps no state of its own: every request names the parts, and a shard whose
+parts differ (a new one, one that Ray restarted, or after --offline-reload's redraw)
+opens them first. A plain class, a Ray actor in a run (distributed/offline.py).
+"""
+
+import os
+
+import numpy as np
+
+from qzoo.offline.cli import dataset_checkpoints
+from qzoo.offline.storage import DatasetStorage
+from qzoo.replay.samplers import MAX_DRAWS
+
+
+def split(suffixes, rows, num_shards):
+    """Each shard's parts [(suffix, lo, hi), ...] (see the module docstring) of the
+    checkpoints `suffixes`, each of `rows` rows."""
+    suffixes = sorted(suffixes)
+    if len(suffixes) >= num_shards:
+        return [[(int(s), 0, rows) for s in mine] for mine in np.array_split(suffixes, num_shards)]
+    total = len(suffixes) * rows
+    bounds = [k * total // num_shards for k in range(num_shards + 1)]
+    parts = []
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        mine = []
+        for j, suffix in enumerate(suffixes):
+            lo, hi = max(start, j * rows), min(end, (j + 1) * rows)
+            if lo < hi:
+                mine.append((suffix, lo - j * rows, hi - j * rows))
+        parts.append(mine)
+    return parts
+
+
+def _was_restarted():
+    """Whether Ray restarted the actor this runs in (False outside one)."""
+    try:
+        import ray
+
+        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+    except Exception:  # no Ray, or not in an actor: a plain object
+        return False
+
+
+class DatasetShard:
+    """One shard of a dataset (see the module docstring)."""
+
+    def __init__(self, config, info, shard):
+        self.config, self.info, self.shard = config, info, shard
+        self.parts, self.storage = None, None
+        self.reseed(0)
+
+    def reseed(self, generation):
+        """The shard's draws: a child of the run's seed per shard and `generation` (the
+        iteration a run resumed at), and of the process when Ray restarted it, so that
+        neither a resume nor a restart draws the batches drawn before again."""
+        restart = os.getpid() if _was_restarted() else 0
+        sequence = np.random.SeedSequence([self.config.seed, 15, self.shard, generation, restart])
+        self.rng = np.random.Generator(np.random.PCG64(sequence))
+
+    def _open(self, parts):
+        parts = [tuple(int(x) for x in part) for part in parts]
+        if parts == self.parts:
+            return
+        self.storage = None  # the old checkpoints' maps close with it
+        c = self.config
+        self.suffixes = np.array([s for s, _, _ in parts], np.int64)
+        self.lo = np.array([lo for _, lo, _ in parts], np.int64)
+        self.hi = np.array([hi for _, _, hi in parts], np.int64)
+        if parts:
+            found = dataset_checkpoints(c.offline, self.info, self.suffixes.tolist(),
+                                        c.offline_transitions)  # fmt: skip
+            self.storage = DatasetStorage([found[s] for s in self.suffixes.tolist()],
+                                          c.frame_stack, c.n_steps, c.discount)  # fmt: skip
+        self.parts = parts
+
+    def counts(self, parts):
+        """(valid transitions of each part, the process id: a new one tells of a
+        restart)."""
+        self._open(parts)
+        counts = []
+        for j, (lo, hi) in enumerate(zip(self.lo.tolist(), self.hi.tolist())):
+            valid = self.storage.valid(np.arange(lo, hi), np.full(hi - lo, j))
+            counts.append(int(valid.sum()))
+        return counts, os.getpid()
+
+    def sample(self, batch_size, parts, suffix=None):
+        """(a `Batch` of `batch_size` transitions drawn uniformly from the valid ones of
+        `parts`, or of those of checkpoint `suffix` only, the process id). The batch's
+        indices are (checkpoint suffix, row) of each transition."""
+        self._open(parts)
+        columns = np.arange(len(self.suffixes))
+        if suffix is not None:
+            columns = columns[self.suffixes == suffix]
+        weights = (self.hi - self.lo)[columns].astype(np.float64)
+        t = np.empty(batch_size, np.int64)
+        b = np.empty(batch_size, np.int64)
+        todo = np.arange(batch_size)
+        for _ in range(MAX_DRAWS):
+            b[todo] = self.rng.choice(columns, size=todo.size, p=weights / weights.sum())
+            t[todo] = self.rng.integers(self.lo[b[todo]], self.hi[b[todo]])
+            todo = todo[~self.storage.valid(t[todo], b[todo])]
+            if todo.size == 0:
+                break
+        else:
+            raise RuntimeError(f"shard {self.shard} found no valid transition in {MAX_DRAWS} draws")
+        batch = self.storage.gather(t, b)
+        return batch._replace(indices=(self.suffixes[b], t)), os.getpid()
