@@ -20,7 +20,9 @@ parts differ (a new one, one that Ray restarted, or after --offline-reload's red
 opens them first. A plain class, a Ray actor in a run (distributed/offline.py).
 """
 
+import itertools
 import os
+import sys
 
 import numpy as np
 
@@ -38,7 +40,7 @@ def split(suffixes, rows, num_shards):
     total = len(suffixes) * rows
     bounds = [k * total // num_shards for k in range(num_shards + 1)]
     parts = []
-    for start, end in zip(bounds[:-1], bounds[1:]):
+    for start, end in itertools.pairwise(bounds):
         mine = []
         for j, suffix in enumerate(suffixes):
             lo, hi = max(start, j * rows), min(end, (j + 1) * rows)
@@ -49,13 +51,12 @@ def split(suffixes, rows, num_shards):
 
 
 def _was_restarted():
-    """Whether Ray restarted the actor this runs in (False outside one)."""
-    try:
-        import ray
-
-        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
-    except Exception:  # no Ray, or not in an actor: a plain object
+    """Whether Ray restarted the actor this runs in (False outside one: a plain object)."""
+    ray = sys.modules.get("ray")  # imported in every Ray actor
+    if ray is None or not ray.is_initialized():
         return False
+    context = ray.get_runtime_context()
+    return context.get_actor_id() is not None and context.was_current_actor_reconstructed
 
 
 class DatasetShard:

@@ -302,7 +302,9 @@ def open_dataset(folder, info, stack, n_steps, discount, suffixes=None, rows=0):
     """A DatasetStorage over the checkpoints `suffixes` (default all) of `folder`
     (dataset_checkpoints: memory-mapped, checked against the environment)."""
     checkpoints = dataset_checkpoints(folder, info, suffixes, rows)
-    storage = DatasetStorage([checkpoints[s] for s in sorted(checkpoints)], stack, n_steps, discount)
+    storage = DatasetStorage(
+        [checkpoints[s] for s in sorted(checkpoints)], stack, n_steps, discount
+    )
     storage.suffixes = sorted(checkpoints)
     if not storage.can_sample():
         raise UserError(f"--offline {folder}: no valid transition in the chosen rows")
