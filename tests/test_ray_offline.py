@@ -11,13 +11,10 @@ a short run writes complete rows and resumes; a shard killed mid-run is restarte
 Ray and the run completes.
 """
 
-import threading
-import time
-
 import numpy as np
 import pytest
 from test_dopamine_format import episodes
-from test_ray import _one_error_line, _rows, local_ray  # noqa: F401 (a fixture)
+from test_ray import _one_error_line, _rows, kill_when_results, local_ray  # noqa: F401
 
 from qzoo import envs
 from qzoo.cli import main
@@ -219,20 +216,7 @@ def test_a_shard_killed_mid_run_is_restarted_and_the_run_completes(dataset, tmp_
             "--replay-shards", "2", "--iterations", "3", "--train-frames", "4000",
             "--eval-frames", "100", "--learn-period", "8", "--run-dir", str(run_dir),
             "--no-progress"]  # fmt: skip
-    killed = []
-
-    def kill_one_shard():
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not killed:
-            if (run_dir / "results.csv").exists():
-                names = [n for n in ray.util.list_named_actors() if n.startswith("qzoo-shard-1-")]
-                if names:
-                    ray.kill(ray.get_actor(names[0]), no_restart=False)
-                    killed.append(names[0])
-            time.sleep(0.05)
-
-    killer = threading.Thread(target=kill_one_shard, daemon=True)
-    killer.start()
+    killer, killed = kill_when_results(run_dir, "qzoo-shard-1-", poll=0.05)
     assert main(argv) == 0
     killer.join()
     err = capsys.readouterr().err

@@ -183,15 +183,11 @@ class OfflineRayTrainer(Trainer):
 
     def _open_dataset(self, suffixes=None):
         """The chosen checkpoints (as the local run's), split across the shards."""
-        from qzoo.offline.cli import dataset_checkpoints, dataset_suffixes
+        from qzoo.offline.cli import dataset_checkpoints, first_suffixes
 
         config = self.config
         if suffixes is None:
-            suffixes = dataset_suffixes(
-                config.offline, config.offline_checkpoints, config.offline_reload
-            )
-            if config.offline_reload:  # iteration 0 only evaluates; see _offline_phase
-                suffixes = suffixes[: config.offline_reload]
+            suffixes = first_suffixes(config)
         # Checked (and Dopamine's files converted, once) here, before any shard opens them.
         checkpoints = dataset_checkpoints(config.offline, self.info, suffixes,
                                           config.offline_transitions)  # fmt: skip

@@ -206,6 +206,14 @@ def main(argv):
         to_dopamine(options["src"], options["dst"])
 
 
+def first_suffixes(config):
+    """The checkpoints an --offline run opens first: every chosen one, or with
+    --offline-reload R the first R (iteration 0 only evaluates; each training phase
+    draws its own, loop.Trainer._offline_phase)."""
+    suffixes = dataset_suffixes(config.offline, config.offline_checkpoints, config.offline_reload)
+    return suffixes[: config.offline_reload] if config.offline_reload else suffixes
+
+
 def parse_slice(text):
     """'40:' -> slice(40, None); '' -> every checkpoint; UserError if not START:END."""
     if not text:
