@@ -19,13 +19,12 @@ from test_ray import _one_error_line, _rows, kill_when_results, local_ray  # noq
 from qzoo import envs
 from qzoo.cli import main
 from qzoo.config import build_config
-from qzoo.distributed.dataset_shards import DatasetShard, split
-from qzoo.offline.cli import open_dataset
+from qzoo.distributed.dataset_shards import DatasetShard, data_rows, split
+from qzoo.offline.cli import dataset_checkpoints, open_dataset
 from qzoo.offline.writer import LoggedReplayWriter
 
 ray = pytest.importorskip("ray")
 
-ROWS = 300  # rows per checkpoint
 LENGTHS = [37, 80, 12, 55, 140, 23, 90, 61, 44, 75, 30, 100, 17, 66] * 2
 
 
@@ -34,7 +33,7 @@ def dataset(tmp_path_factory):
     """Six checkpoints of 300 rows (five full, one partial) of (4, 10, 10) frames, as
     minatar/breakout gives, converted to qzoo's layout (as the learner does once)."""
     folder = tmp_path_factory.mktemp("dataset")
-    writer = LoggedReplayWriter(folder / "replay_logs", ROWS, (4, 10, 10))
+    writer = LoggedReplayWriter(folder / "replay_logs", 300, (4, 10, 10))
     episodes(writer, LENGTHS)
     writer.close()
     return str(folder)
@@ -64,22 +63,27 @@ def _same_as_local(batch, storage, column):
         np.testing.assert_array_equal(getattr(batch, name), getattr(local, name), err_msg=name)
 
 
+FULL = dict.fromkeys(range(6), 300)
+
+
 @pytest.mark.parametrize(
-    "suffixes, rows, shards",
-    [(range(6), 300, 2), (range(6), 300, 4), (range(6), 300, 6), (range(2), 300, 3),
-     (range(1), 300, 4), (range(3), 10, 7), ([7, 40, 3], 5, 2)],
+    "sizes, shards",
+    [(FULL, 2), (FULL, 4), (FULL, 6), ({0: 300, 1: 300, 2: 5}, 2), ({1: 300, 5: 244}, 3),
+     ({0: 300}, 4), ({0: 10, 1: 10, 2: 10}, 7), ({7: 5, 40: 5, 3: 5}, 2)],
 )  # fmt: skip
-def test_split_is_disjoint_and_covers_every_row(suffixes, rows, shards):
-    parts = split(suffixes, rows, shards)
+def test_split_is_disjoint_and_covers_every_row_holding_data(sizes, shards):
+    parts = split(sizes, shards)
     assert len(parts) == shards and all(parts)  # no shard left empty
     owned = [(s, t) for mine in parts for s, lo, hi in mine for t in range(lo, hi)]
-    assert sorted(owned) == sorted((s, t) for s in suffixes for t in range(rows))
-    sizes = [sum(hi - lo for _, lo, hi in mine) for mine in parts]
-    if len(suffixes) >= shards:  # whole checkpoints, consecutive ones
-        assert all(lo == 0 and hi == rows for mine in parts for _, lo, hi in mine)
-        assert max(sizes) - min(sizes) <= rows
+    assert sorted(owned) == sorted((s, t) for s, rows in sizes.items() for t in range(rows))
+    loads = [sum(hi - lo for _, lo, hi in mine) for mine in parts]
+    if len(sizes) >= shards:  # whole checkpoints, balanced by rows
+        assert all(lo == 0 and hi == sizes[s] for mine in parts for s, lo, hi in mine)
+        assert max(loads) - min(loads) <= max(sizes.values())
     else:  # runs of rows of (almost) equal length
-        assert max(sizes) - min(sizes) <= 1
+        assert max(loads) - min(loads) <= 1
+    if sizes == {0: 300, 1: 300, 2: 5}:  # the small final checkpoint beside a big one
+        assert parts == [[(0, 0, 300), (2, 0, 5)], [(1, 0, 300)]]
 
 
 @pytest.mark.parametrize("suffixes, shards", [([0, 1, 2, 3, 4, 5], 4), ([1, 5], 3)])
@@ -87,7 +91,8 @@ def test_shards_hold_and_draw_exactly_the_local_storages_transitions(dataset, su
     config = _config(dataset)
     info = envs.describe(config)
     storage, column = _local(config, suffixes)
-    parts = split(suffixes, ROWS, shards)
+    found = dataset_checkpoints(dataset, info, suffixes)
+    parts = split({s: data_rows(c) for s, c in found.items()}, shards)
     total = 0
     for k, mine in enumerate(parts):
         shard = DatasetShard(config, info, k)

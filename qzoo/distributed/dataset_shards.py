@@ -2,8 +2,10 @@
 
 `split` gives each of K shards its parts: (suffix, lo, hi), a checkpoint and the rows
 [lo, hi) whose transitions the shard serves (a transition belongs to its first row,
-Dopamine's index). With at least as many checkpoints as shards, each shard gets whole
-checkpoints, consecutive ones (np.array_split of the sorted suffixes); with fewer, the
+Dopamine's index), out of the rows that hold data (all of a full checkpoint, the first
+add_count of a partial one, such as a run's final snapshot). With at least as many
+checkpoints as shards, each shard gets whole checkpoints, balanced by rows (the
+largest first, each to the shard holding the fewest rows so far); with fewer, the
 checkpoints' rows laid end to end are cut into K runs of equal length, so a shard's
 part is a piece of one checkpoint or the end of one and the start of the next. The
 parts are disjoint and cover every row, hence every transition.
@@ -31,21 +33,32 @@ from qzoo.offline.storage import DatasetStorage
 from qzoo.replay.samplers import MAX_DRAWS
 
 
-def split(suffixes, rows, num_shards):
+def data_rows(checkpoint):
+    """The rows of a checkpoint (a dict of arrays) that hold data."""
+    rows = len(checkpoint["action"])
+    return min(int(checkpoint["add_count"]), rows)
+
+
+def split(sizes, num_shards):
     """Each shard's parts [(suffix, lo, hi), ...] (see the module docstring) of the
-    checkpoints `suffixes`, each of `rows` rows."""
-    suffixes = sorted(suffixes)
+    checkpoints `sizes` = {suffix: rows holding data}."""
+    suffixes = sorted(sizes)
     if len(suffixes) >= num_shards:
-        return [[(int(s), 0, rows) for s in mine] for mine in np.array_split(suffixes, num_shards)]
-    total = len(suffixes) * rows
-    bounds = [k * total // num_shards for k in range(num_shards + 1)]
+        load, mine = [0] * num_shards, [[] for _ in range(num_shards)]
+        for suffix in sorted(suffixes, key=lambda s: (-sizes[s], s)):
+            k = load.index(min(load))
+            load[k] += sizes[suffix]
+            mine[k].append(suffix)
+        return [[(int(s), 0, sizes[s]) for s in sorted(m)] for m in mine]
+    starts = np.cumsum([0] + [sizes[s] for s in suffixes])
+    bounds = [k * int(starts[-1]) // num_shards for k in range(num_shards + 1)]
     parts = []
     for start, end in itertools.pairwise(bounds):
         mine = []
         for j, suffix in enumerate(suffixes):
-            lo, hi = max(start, j * rows), min(end, (j + 1) * rows)
+            lo, hi = max(start, starts[j]), min(end, starts[j + 1])
             if lo < hi:
-                mine.append((suffix, lo - j * rows, hi - j * rows))
+                mine.append((suffix, int(lo - starts[j]), int(hi - starts[j])))
         parts.append(mine)
     return parts
 

@@ -43,7 +43,7 @@ import numpy as np
 from qzoo import envs
 from qzoo.acting.ratio import UpdateSchedule, updates_per_frame
 from qzoo.distributed.cluster import Faults, connect, lost_errors
-from qzoo.distributed.dataset_shards import DatasetShard, split
+from qzoo.distributed.dataset_shards import DatasetShard, data_rows, split
 from qzoo.distributed.workers import EvalWorker, to_numpy
 from qzoo.errors import UserError
 from qzoo.loop import Trainer
@@ -191,8 +191,7 @@ class OfflineRayTrainer(Trainer):
         # Checked (and Dopamine's files converted, once) here, before any shard opens them.
         checkpoints = dataset_checkpoints(config.offline, self.info, suffixes,
                                           config.offline_transitions)  # fmt: skip
-        rows = len(next(iter(checkpoints.values()))["action"])
-        parts = split(suffixes, rows, len(self.shards))
+        parts = split({s: data_rows(c) for s, c in checkpoints.items()}, len(self.shards))
         answers = [call(self.faults, "replay shard", k, shard.counts, parts[k])
                    for k, shard in enumerate(self.shards)]  # fmt: skip
         for k, (_, pid) in enumerate(answers):
