@@ -8,8 +8,9 @@ Writes the dataset as benchmarks/offline.py does (--reuse keeps FOLDER's), start
 local Ray instance with this machine's cores, and builds, side by side, the local
 offline Trainer and one OfflineRayTrainer per --shards K (qzoo/distributed/offline.py:
 the dataset split across K shard processes, batches prefetched). Each is warmed up
-(100 updates), then the modes are measured in turn, round after round (A B C A B C), so
-that a change of the shared machine's load falls on all of them:
+(100 updates), then the modes are measured in turn, round after round, each round
+starting one mode later (A B C, B C A, C A B), so that a change of the shared
+machine's load falls on all of them alike:
 
   train   DQN's updates/s over --frames frames of a training phase (one update per 16
           frames), and for Ray the fraction of it the learner waited for a batch;
@@ -98,7 +99,10 @@ def main():
             trainer.train_phase(1600)  # warm-up: processes, maps, allocator
             trainer.learner.pop_statistics()
         for round_ in range(args.rounds):
-            for k in modes:
+            # Each round starts one mode later (A B C D, B C D A, ...), so that a load
+            # that rises or falls over a round does not favour the modes measured last.
+            shift = round_ % len(modes)
+            for k in modes[shift:] + modes[:shift]:
                 described = {"shards": k or "local", "round": round_,
                              "transitions": args.transitions, "source": args.source}  # fmt: skip
                 rate, wait = train_rate(trainers[k], args.frames)
