@@ -4,7 +4,8 @@ a tiny dataset of MinAtar-shaped frames written here (frame k filled with k).
 Fast (no Ray): bad input; the split of checkpoints or rows across shards is disjoint
 and covers the dataset; a shard's transitions and batches are the local
 DatasetStorage's.
-Slow (the local Ray instance of test_ray.py, budget 150 s; measured TODO): batches
+Slow (the local Ray instance of test_ray.py; budget 150 s, measured 116 s together on
+the 2-core machine at load 11-13, most of it Ray starting shard processes): batches
 through Ray equal the local storage's at the same indices and come from the shards in
 proportion to their transitions (and from one checkpoint each with --offline-reload);
 a short run writes complete rows and resumes; a shard killed mid-run is restarted by
