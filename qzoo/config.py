@@ -267,7 +267,8 @@ class Config:
     envs_per_actor: int = option(1, "run", "with --ray: environments each actor steps",
                                  Int(1, 1024))
     replay_shards: int = option(1, "run", "with --ray: replay shards (actor i writes to shard "
-                                "i mod K; each batch comes from one shard)", Int(1, 10_000))
+                                "i mod K; with --offline, each holds part of the dataset; "
+                                "each batch comes from one shard)", Int(1, 10_000))
     # fmt: on
 
     def to_json(self):

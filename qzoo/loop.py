@@ -172,16 +172,12 @@ class Trainer:
     def _open_dataset(self, suffixes=None):
         """All the chosen checkpoints at once (default), or `suffixes`, sampled as
         batch_rl does (one checkpoint per batch) when --offline-reload is set."""
-        from qzoo.offline.cli import dataset_suffixes, open_dataset
+        from qzoo.offline.cli import first_suffixes, open_dataset
         from qzoo.offline.storage import CheckpointPerBatchSampler
 
         config = self.config
         if suffixes is None:
-            suffixes = dataset_suffixes(
-                config.offline, config.offline_checkpoints, config.offline_reload
-            )
-            if config.offline_reload:  # iteration 0 only evaluates; see _offline_phase
-                suffixes = suffixes[: config.offline_reload]
+            suffixes = first_suffixes(config)
         storage = open_dataset(config.offline, self.info, config.frame_stack, config.n_steps,
                                config.discount, suffixes, config.offline_transitions)  # fmt: skip
         print(f"offline: {len(storage.suffixes)} checkpoints of {config.offline} (suffixes "

@@ -91,17 +91,33 @@ def ray_relations(c):
         # An actor's environments are --envs-per-actor; --num-envs is the serial loop's.
         (("num_envs",), c.num_envs == 1,
          "1 with --ray: use --envs-per-actor for the environments of each actor"),
-        (("replay_shards", "actors"), c.replay_shards <= c.actors,
+        (("replay_shards", "actors"), c.offline or c.replay_shards <= c.actors,
          f"at most --actors {c.actors} (actor i writes to shard i mod K: more would stay empty)"),
-        (("offline",), not c.offline,
-         "no --offline with --ray: offline training on Ray is not built yet"),
+        *_offline_ray_relations(c),
         (("log_replay",), not c.log_replay,
          "no --log-replay with --ray: the experience is spread over replay shards"),
         (("replay_capacity", "actors", "envs_per_actor", "n_steps", "frame_stack"),
-         c.n_steps + c.frame_stack <= rows,
+         c.offline or c.n_steps + c.frame_stack <= rows,
          (f"--n-steps + --frame-stack ({c.n_steps} + {c.frame_stack}) at most the replay's "
           f"rows per environment (--replay-capacity {c.replay_capacity} / (--actors "
           f"{c.actors} x --envs-per-actor {c.envs_per_actor}): {rows})")),
+    ]  # fmt: skip
+
+
+def _offline_ray_relations(c):
+    """--offline --ray (distributed/offline.py): the dataset's shards and a learner, no
+    training actors."""
+    if not c.offline:
+        return []
+    return [
+        (("actors", "offline"), c.actors == 1,
+         "1 with --offline: an offline run on Ray has no training actors"),
+        (("envs_per_actor", "offline"), c.envs_per_actor == 1,
+         "1 with --offline: an offline run on Ray has no training actors"),
+        (("prioritized", "offline"), not c.prioritized,
+         "false with --offline --ray: the dataset is sampled uniformly (Dopamine's rules)"),
+        (("publish_period", "offline"), c.publish_period == 0,
+         "0 with --offline --ray: the weights go only to the evaluator, each evaluation"),
     ]  # fmt: skip
 
 

@@ -213,6 +213,27 @@ def test_two_actors_and_two_shards_learn_cartpole(local_ray, tmp_path, capsys):
     assert int(last["train_num_updates"]) > 0 and float(last["actor_frame_rate"]) > 0
 
 
+def kill_when_results(run_dir, prefix, poll=0.2):
+    """A started thread that kills (ray.kill, restart allowed) the Ray actor whose name
+    starts with `prefix` once `run_dir` holds results.csv; and the list it appends the
+    killed actor's name to."""
+    killed = []
+
+    def kill():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not killed:
+            if (run_dir / "results.csv").exists():
+                names = [n for n in ray.util.list_named_actors() if n.startswith(prefix)]
+                if names:
+                    ray.kill(ray.get_actor(names[0]), no_restart=False)
+                    killed.append(names[0])
+            time.sleep(poll)
+
+    killer = threading.Thread(target=kill, daemon=True)
+    killer.start()
+    return killer, killed
+
+
 @pytest.mark.slow
 def test_an_actor_killed_mid_run_is_restarted_and_the_run_completes(local_ray, tmp_path, capsys):
     """About 43 s: prioritized DQN (actors compute initial priorities), 2 actors, one
@@ -223,20 +244,7 @@ def test_an_actor_killed_mid_run_is_restarted_and_the_run_completes(local_ray, t
     argv = ["train", "prioritized", "--env", "CartPole-v1", "--ray", "--actors", "2",
             "--replay-shards", "2", "--iterations", "3", "--train-frames", "3000",
             "--eval-frames", "500", "--run-dir", str(run_dir), "--no-progress"]  # fmt: skip
-    killed = []
-
-    def kill_one_actor():
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not killed:
-            if (run_dir / "results.csv").exists():
-                names = [n for n in ray.util.list_named_actors() if n.startswith("qzoo-actor-1-")]
-                if names:
-                    ray.kill(ray.get_actor(names[0]), no_restart=False)
-                    killed.append(names[0])
-            time.sleep(0.2)
-
-    killer = threading.Thread(target=kill_one_actor, daemon=True)
-    killer.start()
+    killer, killed = kill_when_results(run_dir, "qzoo-actor-1-")
     assert main(argv) == 0
     killer.join()
     err = capsys.readouterr().err

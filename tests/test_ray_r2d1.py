@@ -80,7 +80,8 @@ def test_shard_stores_the_actors_rows_and_the_states_it_acted_from():
     rows = recorder.rows
     assert storage.num_adds == len(rows) == 3 * CHUNK_STEPS and storage.num_rows >= len(rows)
     np.testing.assert_array_equal(storage.frames[:150], np.stack([r.frame for r in rows]))
-    np.testing.assert_array_equal(storage.actions[:150], np.stack([r.action for r in rows]))
+    t, b = np.meshgrid(np.arange(150), np.arange(2), indexing="ij")  # the flags share the byte
+    np.testing.assert_array_equal(storage.action_at(t, b), np.stack([r.action for r in rows]))
     np.testing.assert_array_equal(storage.rewards[:150], np.stack([r.reward for r in rows]))
     first = np.stack([r.first for r in rows])
     first[0] = True  # a fresh slot's first row starts what it holds (it does here anyway)

@@ -129,8 +129,9 @@ def to_qzoo(src, dst, quiet=False):
     )
 
 
-def load_qzoo(folder):
-    """{suffix: arrays} of a qzoo-layout dataset, frames memory-mapped read-only."""
+def load_qzoo(folder, only=None):
+    """{suffix: arrays} of a qzoo-layout dataset (of the suffixes `only`, default all),
+    frames memory-mapped read-only."""
     try:
         with open(os.path.join(folder, "dataset.json"), "rb") as f:
             manifest = json.loads(f.read())
@@ -140,6 +141,8 @@ def load_qzoo(folder):
         raise UserError(f"{folder}/dataset.json: not format {QZOO_FORMAT}")
     out = {}
     for suffix in manifest["checkpoints"]:
+        if only is not None and int(suffix) not in only:
+            continue
         arrays = {}
         for attribute, dtype in dopamine.DTYPES.items():
             path = os.path.join(folder, f"ckpt.{int(suffix)}", f"{attribute}.npy")
@@ -201,6 +204,14 @@ def main(argv):
         to_qzoo(options["src"], options["dst"])
     else:
         to_dopamine(options["src"], options["dst"])
+
+
+def first_suffixes(config):
+    """The checkpoints an --offline run opens first: every chosen one, or with
+    --offline-reload R the first R (iteration 0 only evaluates; each training phase
+    draws its own, loop.Trainer._offline_phase)."""
+    suffixes = dataset_suffixes(config.offline, config.offline_checkpoints, config.offline_reload)
+    return suffixes[: config.offline_reload] if config.offline_reload else suffixes
 
 
 def parse_slice(text):
@@ -273,13 +284,12 @@ def qzoo_layout(folder):
     return cache
 
 
-def open_dataset(folder, info, stack, n_steps, discount, suffixes=None, rows=0):
-    """A DatasetStorage over the checkpoints `suffixes` (default all) of `folder`,
-    memory-mapped (Dopamine's gzip files are converted on first use, see qzoo_layout).
-    Checks that its frames and actions fit the environment `info` describes."""
-    checkpoints = load_qzoo(qzoo_layout(folder))
-    if suffixes is not None:
-        checkpoints = {s: checkpoints[s] for s in suffixes}
+def dataset_checkpoints(folder, info, suffixes=None, rows=0):
+    """{suffix: arrays} of the checkpoints `suffixes` (default all) of `folder`,
+    memory-mapped (Dopamine's gzip files are converted on first use, see qzoo_layout)
+    and cut to their first `rows` (first_rows). Checks that their frames and actions
+    fit the environment `info` describes."""
+    checkpoints = load_qzoo(qzoo_layout(folder), None if suffixes is None else set(suffixes))
     checkpoints = {s: first_rows(c, rows) for s, c in checkpoints.items()}
     first = next(iter(checkpoints.values()))
     if tuple(first["observation"].shape[1:]) != tuple(info.frame_shape):
@@ -293,7 +303,16 @@ def open_dataset(folder, info, stack, n_steps, discount, suffixes=None, rows=0):
             f"--offline {folder}: action {most} in the data, but {info.name} has "
             f"{info.num_actions} actions; the dataset is of another game"
         )
-    storage = DatasetStorage(list(checkpoints.values()), stack, n_steps, discount)
+    return checkpoints
+
+
+def open_dataset(folder, info, stack, n_steps, discount, suffixes=None, rows=0):
+    """A DatasetStorage over the checkpoints `suffixes` (default all) of `folder`
+    (dataset_checkpoints: memory-mapped, checked against the environment)."""
+    checkpoints = dataset_checkpoints(folder, info, suffixes, rows)
+    storage = DatasetStorage(
+        [checkpoints[s] for s in sorted(checkpoints)], stack, n_steps, discount
+    )
     storage.suffixes = sorted(checkpoints)
     if not storage.can_sample():
         raise UserError(f"--offline {folder}: no valid transition in the chosen rows")
