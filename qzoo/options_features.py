@@ -114,8 +114,6 @@ def _offline_ray_relations(c):
          "1 with --offline: an offline run on Ray has no training actors"),
         (("envs_per_actor", "offline"), c.envs_per_actor == 1,
          "1 with --offline: an offline run on Ray has no training actors"),
-        (("prioritized", "offline"), not c.prioritized,
-         "false with --offline --ray: the dataset is sampled uniformly (Dopamine's rules)"),
         (("publish_period", "offline"), c.publish_period == 0,
          "0 with --offline --ray: the weights go only to the evaluator, each evaluation"),
     ]  # fmt: skip

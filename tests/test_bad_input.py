@@ -86,6 +86,8 @@ TRAIN = [
      "--offline no-such-dataset: no DQN Replay Dataset there"),
     (["train", "dqn", "--offline", "data", "--log-replay", "logs"],
      "no --log-replay with --offline"),
+    (["train", "prioritized", "--offline", "data"],
+     "--offline: bad value data; expected --prioritized false with --offline (a dataset"),
     (["train", "dqn", "--iterations", "1", "--train-frames", "1000"],
      "--iterations: bad value 1; expected --iterations x --train-frames (1 x 1000 frames)"),
     (["train", "dqn", *CARTPOLE, "--replay-capacity", "100000", "--train-frames", "100",
