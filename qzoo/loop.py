@@ -291,7 +291,9 @@ class Trainer:
             )
             train["num_episodes"] = 0
         stats = self.learner.pop_statistics()
-        getattr(self.replay.sampler, "check", lambda: None)()  # device_samplers.py
+        sampler = getattr(getattr(self, "replay", None), "sampler", None)
+        if hasattr(sampler, "check"):  # a device replay's failed draws (device_samplers.py)
+            sampler.check()
         if stats["num_updates"] and not (
             math.isfinite(stats["loss"]) and math.isfinite(stats["mean_q"])
         ):

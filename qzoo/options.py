@@ -179,7 +179,8 @@ def _relations(config, domain):
           f"--num-heads {c.num_heads}, --distribution {c.distribution})")),
         (("offline", "log_replay"), not (c.offline and c.log_replay),
          "no --log-replay with --offline: an offline run has no experience of its own"),
-        (("prioritized", "offline"), not (c.offline and c.prioritized),
+        # (R2D1, prioritized too, refuses --offline itself: options_features.py.)
+        (("prioritized", "offline"), not (c.offline and c.prioritized) or c.recurrent,
          "--prioritized false with --offline (a dataset is sampled uniformly: Dopamine's rules)"),
         # Without noisy layers and with epsilon 0 throughout, nothing explores.
         (("noisy", "exploration_epsilon_begin_value", "exploration_epsilon_end_value"),
