@@ -1,4 +1,4 @@
-"""Offline learning on a dataset qzoo logged itself (a marked slow test, ~4 minutes on
+"""Offline learning on a dataset qzoo logged itself (a marked slow test, ~5 minutes on
 2 CPU cores): DQN online on MinAtar Breakout logs its experience in the DQN Replay
 Dataset's format; DQN, QR-DQN and REM then learn from that dataset alone.
 

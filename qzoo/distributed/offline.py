@@ -209,9 +209,12 @@ class OfflineRayTrainer(Trainer):
         return dataset
 
     def train_phase(self, num_frames, progress=None):
-        waited = self.replay.waited
+        # With --offline-reload the phase opens a new dataset (waited from 0): count
+        # only the wait of the dataset the phase sampled.
+        before = self.replay
         train = super().train_phase(num_frames, progress)
-        train["learner_wait_fraction"] = (self.replay.waited - waited) / train["duration"]
+        waited = self.replay.waited - (before.waited if self.replay is before else 0.0)
+        train["learner_wait_fraction"] = waited / train["duration"]
         return train
 
     def eval_phase(self, num_frames, progress=None):
