@@ -205,7 +205,14 @@ def test_training_counts_real_frames_and_updates():
     # A phase stops at the first batch that reaches its budget: one batch at most over.
     assert 1000 <= trainer.frame_t < 1000 + config.env_batch_size * config.action_repeats
     assert trainer.transitions_collected * config.action_repeats == trainer.frame_t
-    assert trainer.replay.size % config.num_envs == 0 and trainer.replay.size > 200
+    # Every acted-on observation is an entry: stored (in rows of N) or still queued when
+    # the phase stopped. Each environment step collected had one; so did each episode
+    # start after an autoreset (not collected) and the phase's first observations.
+    queued = int(trainer.actor._columns._lengths.sum())
+    entries = trainer.replay.size + queued
+    assert trainer.replay.size % config.num_envs == 0 and trainer.replay.size > 0
+    collected = trainer.transitions_collected
+    assert collected <= entries <= collected + row["train_num_episodes"] + config.num_envs
     assert trainer.transitions_sampled > 0
     assert row["replay_ratio"] == trainer.transitions_sampled / trainer.transitions_collected
 
