@@ -1,7 +1,7 @@
 """qzoo next to its peers, measured in one invocation, as JSON lines.
 
     python benchmarks/peers.py [--envs pong,cartpole] [--rounds 3] [--threads 1]
-                               [--peers qzoo,cleanrl,sb3] [--cleanrl DIR]
+                               [--peers qzoo,cleanrl,sb3[,qzoo_compiled]] [--cleanrl DIR]
 
 Runs qzoo, CleanRL (`cleanrl/dqn_atari.py` on Pong, `cleanrl/dqn.py` on CartPole) and
 Stable-Baselines3's DQN one after the other, each in a fresh child process, in
@@ -52,7 +52,9 @@ import numpy as np
 PEERS = ("qzoo", "cleanrl", "sb3")
 # `--qzoo-before DIR` adds "qzoo_before": qzoo from another source tree (an older commit),
 # run as "qzoo" is, so that before and after come from one invocation.
-CHILDREN = PEERS + ("qzoo_before",)
+# qzoo_compiled: qzoo with --compile (its compile time falls before the timed window,
+# in the first learning step).
+CHILDREN = PEERS + ("qzoo_compiled", "qzoo_before")
 ENVS = {
     "pong": {"gym_id": "PongNoFrameskip-v4", "batch": 32, "every": 4, "capacity": 100_000,
              "lr": 1e-4, "target": 1_000, "epsilon": 0.01, "script": "dqn_atari.py"},
@@ -145,7 +147,7 @@ class Window:
 # ---- children: one run of one peer, result written as JSON to a file ---------------
 
 
-def run_qzoo(env, warmup, steps, threads, mlp_hidden=120):
+def run_qzoo(env, warmup, steps, threads, mlp_hidden=120, compile_=False):
     from qzoo import threads as qzoo_threads
     from qzoo.config import build_config
     from qzoo.loop import Trainer
@@ -167,6 +169,8 @@ def run_qzoo(env, warmup, steps, threads, mlp_hidden=120):
         options.update(mlp_hidden=mlp_hidden, max_global_grad_norm=0.0, optimizer_epsilon=1e-8)
     else:
         options.update(optimizer_epsilon=1e-8)
+    if compile_:
+        options["compile"] = True
     config = build_config("dqn", options)
     qzoo_threads.apply(config)
     trainer = Trainer(config)
@@ -285,8 +289,9 @@ def run_sb3(env, warmup, steps, threads):
 
 def child(args):
     os.chdir(tempfile.mkdtemp(prefix="qzoo-peers-"))  # CleanRL writes runs/ here
-    if args.child in ("qzoo", "qzoo_before"):
-        result = run_qzoo(args.env, args.warmup, args.steps, args.threads, args.cartpole_mlp_hidden)
+    if args.child in ("qzoo", "qzoo_compiled", "qzoo_before"):
+        result = run_qzoo(args.env, args.warmup, args.steps, args.threads,
+                          args.cartpole_mlp_hidden, args.child == "qzoo_compiled")  # fmt: skip
     elif args.child == "cleanrl":
         result = run_cleanrl(args.env, args.warmup, args.steps, args.threads, args.cleanrl)
     else:
@@ -369,7 +374,7 @@ def parent(args):
         peers.insert(1, "qzoo_before")
     for name in [p for p in peers if p not in CHILDREN] + [e for e in args.envs.split(",")
                                                         if e not in ENVS]:  # fmt: skip
-        sys.exit(f"peers.py: error: unknown peer or env {name!r}; peers: {', '.join(PEERS)}; "
+        sys.exit(f"peers.py: error: unknown peer or env {name!r}; peers: {', '.join(CHILDREN[:-1])}; "
                  f"envs: {', '.join(ENVS)}")  # fmt: skip
     for peer in list(peers):
         reason = missing(peer, args)
@@ -396,7 +401,8 @@ def parent(args):
                     if all(key in r for r in mine)
                 })  # fmt: skip
         pairs = [("qzoo", other) for other in peers if other != "qzoo"]
-        pairs += [("qzoo_before", other) for other in peers if not other.startswith("qzoo")]
+        pairs += [(mine, other) for mine in ("qzoo_compiled", "qzoo_before")
+                  for other in peers if not other.startswith("qzoo")]  # fmt: skip
         for mine, other in pairs:
             found = mine in peers and ratios(runs, mine, other)
             if found:

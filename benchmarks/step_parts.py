@@ -3,6 +3,7 @@ benchmarks/peers.py runs qzoo), one JSON line per part, in microseconds of threa
 time per agent step.
 
     python benchmarks/step_parts.py [--steps 10000] [--warmup 10000] [--mlp-hidden 120]
+                                    [--compile]
 
 Each part is timed by wrapping the method that does it (thread CPU time before and
 after: steadier than wall time on a shared machine; each wrapper adds about half a
@@ -31,6 +32,7 @@ def main():
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--warmup", type=int, default=10_000)
     parser.add_argument("--mlp-hidden", type=int, default=120)
+    parser.add_argument("--compile", action="store_true", help="qzoo's --compile")
     args = parser.parse_args()
     options = {
         "env": "CartPole-v1", "threads": 1, "progress": False, "tensorboard": False,
@@ -39,6 +41,7 @@ def main():
         "min_replay_capacity_fraction": args.warmup / 10_000,
         "exploration_epsilon_end_value": 0.05, "exploration_epsilon_decay_frame_fraction": 1e-9,
         "mlp_hidden": args.mlp_hidden, "max_global_grad_norm": 0.0, "optimizer_epsilon": 1e-8,
+        "compile": args.compile,
     }  # fmt: skip
     config = build_config("dqn", options)
     qzoo_threads.apply(config)
@@ -86,7 +89,7 @@ def main():
     outside = ("actor", "replay_add", "schedule") + learning
     seconds["loop_other"] = total - sum(seconds[p] for p in outside)
     del seconds["actor"]
-    common = {"mlp_hidden": args.mlp_hidden, "steps": args.steps,
+    common = {"mlp_hidden": args.mlp_hidden, "compile": args.compile, "steps": args.steps,
               "load_average": os.getloadavg()[0]}  # fmt: skip
     for part, value in seconds.most_common():
         print(json.dumps({"name": "step_part", "part": part,

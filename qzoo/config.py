@@ -256,6 +256,9 @@ class Config:
                                            Real(0, 1, low_open=True))
     deterministic: bool = option(False, "run", "async: actor and learner in lockstep in one "
                                  "thread (reproducible, exact resume)")
+    compile: bool = option(False, "run", "the learner's gradient step as one compiled graph "
+                           "(torch.compile; CUDA graphs on a GPU): seconds to compile once, "
+                           "then less overhead per update")
     # Ray (issue 14; qzoo/distributed/, README "Training on Ray").
     ray: bool = option(False, "run", "train on Ray (Ape-X): --actors actor processes, "
                        "--replay-shards replay shards, this process learns")

@@ -12,6 +12,8 @@ import math
 import torch
 from torch import nn
 
+from qzoo.draws import factorised_noise, uniform
+
 # q_heads: a Q-network's heads [B, A, K] (K = 1 for one head), before any mixing.
 NetworkOutputs = collections.namedtuple(
     "NetworkOutputs", "q_values q_logits q_dist q_heads", defaults=(None,)
@@ -22,7 +24,7 @@ def random_convex_combination(num_heads, size=(), generator=None, device=None):
     """REM's mixing weights (Agarwal et al. 2020, arXiv:1907.04543, section 4.2):
     alpha_k ~ Uniform(0, 1), divided by their sum (batch_rl's STOCHASTIC transform), so
     that they are non-negative and sum to 1. Shape [*size, num_heads]."""
-    alpha = torch.rand(*size, num_heads, generator=generator, device=device)
+    alpha = uniform((*size, num_heads), generator, device)
     return alpha / alpha.sum(-1, keepdim=True)
 
 
@@ -46,20 +48,6 @@ class SharedBiasLinear(nn.Module):
 
     def forward(self, x):
         return x @ self.weight.t() + self.bias
-
-
-_PHI_MINUS_2 = 0.5 * (1 + math.erf(-2 / math.sqrt(2)))  # standard normal CDF at -2
-
-
-def _scaled_noise(size, device, generator=None):
-    """Truncated normal on [-2, 2], then f(x) = sign(x) sqrt(|x|) (DQN Zoo).
-
-    Sampled by inverting the normal CDF on [Phi(-2), Phi(2)]: one pass, no rejection.
-    """
-    u = torch.rand(size, device=device, generator=generator)
-    u = u * (1 - 2 * _PHI_MINUS_2) + _PHI_MINUS_2
-    x = math.sqrt(2) * torch.erfinv(2 * u - 1)
-    return x.sign() * x.abs().sqrt()
 
 
 class NoisyLinear(nn.Module):
@@ -88,7 +76,7 @@ class NoisyLinear(nn.Module):
         """Noise is drawn from `generator` (the caller's random stream), else from
         torch's global generator."""
         fan_out, fan_in = self.weight_mu.shape
-        noise = _scaled_noise(fan_in + fan_out, x.device, generator)
+        noise = factorised_noise((fan_in + fan_out,), generator, x.device)
         eps_in, eps_out = noise.split([fan_in, fan_out])
         mu = nn.functional.linear(x, self.weight_mu, self.bias_mu)
         sigma = nn.functional.linear(x * eps_in, self.weight_sigma, self.bias_sigma)

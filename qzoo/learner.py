@@ -33,6 +33,12 @@ class Learner:
         # A replay on a device takes priorities as device tensors (device_samplers.py):
         # no copy to the host, so nothing waits for the update to finish.
         self._host_priorities = config.replay_device == "host"
+        # --compile: the gradient step as one compiled graph (compiled.py).
+        self._compiled = None
+        if config.compile:
+            from qzoo.compiled import CompiledGradient
+
+            self._compiled = CompiledGradient(self.online, self.target, self.objective, device)
 
     def learn(self, batch):
         """One SGD step on a `Batch` from replay.
@@ -43,25 +49,29 @@ class Learner:
         """
         config = self.config
         batch = batch.to(self.device)
-        out = self.objective(self.online, self.target, batch, self.generator)
-        per_example = out.loss if batch.weights is None else out.loss * batch.weights
-        loss = per_example.mean()
-        for p in self._parameters:  # zero_grad(set_to_none=True), without its overhead
-            p.grad = None
-        loss.backward()
+        if self._compiled is not None:
+            grads, loss, mean_q, priorities = self._compiled(batch, self.generator)
+            for p, g in zip(self._parameters, grads):
+                p.grad = g
+        else:
+            out = self.objective(self.online, self.target, batch, self.generator)
+            per_example = out.loss if batch.weights is None else out.loss * batch.weights
+            loss = per_example.mean()
+            for p in self._parameters:  # zero_grad(set_to_none=True), without its overhead
+                p.grad = None
+            loss.backward()
+            loss, mean_q, priorities = loss.detach(), out.q_tm1.detach().mean(), out.priorities
         if config.max_global_grad_norm > 0:
             clip_by_global_norm_(self._parameters, config.max_global_grad_norm)
         self.optimizer.step()
         # Statistics stay on the device: reading them every step would stall a GPU.
         with torch.no_grad():
-            self._stats += torch.stack(
-                [loss.detach(), out.q_tm1.detach().mean(), loss.new_ones(())]
-            )
+            self._stats += torch.stack([loss, mean_q, loss.new_ones(())])
         if batch.weights is None:
             return None
         if self._host_priorities:
-            return out.priorities.cpu().numpy()
-        return out.priorities.detach()
+            return priorities.cpu().numpy()
+        return priorities.detach()
 
     @torch.no_grad()
     def update_target(self, tau=1.0):

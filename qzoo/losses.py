@@ -9,10 +9,15 @@ import torch.nn.functional as F
 
 
 class _ClipGradient(torch.autograd.Function):
+    # forward and setup_context apart: the form torch.func's transforms accept
+    # (--compile differentiates with torch.func.grad, compiled.py).
     @staticmethod
-    def forward(ctx, x, low, high):
-        ctx.bounds = (low, high)
+    def forward(x, low, high):
         return x.view_as(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.bounds = inputs[1:]
 
     @staticmethod
     def backward(ctx, grad):
@@ -129,10 +134,11 @@ def categorical_l2_project(z_p, probs, z_q):
     closeness (a triangular kernel). Evenly spaced supports (C51's) take a scatter
     path that costs O(B K') instead of O(B K K') on CPU.
     """
-    if z_p.is_cuda:
+    if z_p.is_cuda or torch.compiler.is_compiling():
         # CUDA's scatter_add_ sums with atomics in no fixed order, so a resumed run
         # would drift in the last bits; the dense kernel is deterministic, needs no
         # host sync for the spacing check, and at 51 x 51 atoms costs nothing there.
+        # A compiled update (--compile) takes it too: the check would break the graph.
         return _project_general(z_p, probs, z_q)
     gaps = z_q[1:] - z_q[:-1]
     if len(z_q) > 1 and bool((gaps > 0).all()) and bool(torch.allclose(gaps, gaps[0:1])):
@@ -230,6 +236,14 @@ def quantile_regression_loss(dist_src, tau_src, dist_target, huber_param=0.0):
     return (weight * loss).mean(-1).sum(-1)
 
 
+def _action_column(dist, a):
+    """dist[b, :, a[b]] for dist [B, N, A] and a [B]: a gather (with the same values and
+    gradients as that indexing), which compiles (--compile) where indexing with an
+    argmax computed in the same graph crashed PyTorch 2.13's CPU code."""
+    index = a.long()[:, None, None].expand(-1, dist.shape[1], 1)
+    return dist.gather(2, index).squeeze(2)
+
+
 def quantile_q_learning(
     dist_q_tm1, tau_q_tm1, a_tm1, r_t, discount_t, dist_q_t_selector, dist_q_t,
     huber_param=0.0,
@@ -240,10 +254,9 @@ def quantile_q_learning(
     `dist_q_t_selector`. Shapes: dist_q_tm1 [B, N, A], tau_q_tm1 [B, N],
     dist_q_t_selector and dist_q_t [B, N', A]. Returns [B].
     """
-    batch = torch.arange(len(a_tm1))
-    dist_qa_tm1 = dist_q_tm1[batch, :, a_tm1.long()]
+    dist_qa_tm1 = _action_column(dist_q_tm1, a_tm1)
     a_t = dist_q_t_selector.mean(dim=1).argmax(dim=1)
-    dist_qa_t = dist_q_t[batch, :, a_t]
+    dist_qa_t = _action_column(dist_q_t, a_t)
     dist_target = r_t[:, None] + discount_t[:, None] * dist_qa_t
     return quantile_regression_loss(dist_qa_tm1, tau_q_tm1, dist_target, huber_param)
 

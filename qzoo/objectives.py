@@ -20,6 +20,7 @@ from typing import NamedTuple
 import torch
 
 from qzoo import losses
+from qzoo.draws import uniform
 from qzoo.heads import mix_heads, random_convex_combination
 
 
@@ -215,7 +216,7 @@ class ImplicitQuantileQLearning:
         size, device = len(batch.a_tm1), batch.s_tm1.device
 
         def taus(n):
-            return torch.rand(size, n, device=device, generator=generator)
+            return uniform((size, n), generator, device)
 
         tau_tm1 = taus(self.num_tm1)
         out_tm1 = online(batch.s_tm1, tau_tm1, generator=generator)

@@ -32,6 +32,7 @@ def recurrent_relations(config, domain):
          "0 (R2D1's loss is 1/2 delta^2: rlpyt's delta_clip None)"),
         ("offline", not c.offline, "'' (R2D1 needs the recurrent states its actor stores)"),
         ("log_replay", not c.log_replay, "'' (the DQN Replay Dataset has no recurrent states)"),
+        ("compile", not c.compile, "false (torch.compile does not trace R2D1's LSTM)"),
     )  # fmt: skip
     return [
         (("burn_in_steps", "sequence_steps", "n_steps", "frame_stack", "store_state_interval",

@@ -25,9 +25,12 @@ from qzoo.networks import INITS, DopamineTorso, MinAtarTorso, MlpTorso, NatureTo
 
 class _ScaleGradient(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, scale):
-        ctx.scale = scale
+    def forward(x, scale):
         return x.view_as(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # torch.func's form (see losses.py)
+        ctx.scale = inputs[1]
 
     @staticmethod
     def backward(ctx, grad):

@@ -216,10 +216,10 @@ def test_rainbow_network_is_noisy_dueling_categorical():
 
 
 def test_noise_is_a_truncated_normal_then_signed_square_root():
-    from qzoo.heads import _scaled_noise
+    from qzoo.draws import factorised_noise
 
     torch.manual_seed(0)
-    f = _scaled_noise(200_000, "cpu")
+    f = factorised_noise((200_000,), None, "cpu")
     x = f.sign() * f.square()  # undo sign(x) sqrt(|x|)
     assert x.abs().max() <= 2.0 + 1e-5
     # Standard normal truncated to [-2, 2]: mean 0, variance 0.7737.

@@ -1,0 +1,98 @@
+"""The learner's gradient step as one compiled graph (`--compile`, issue 13).
+
+An eager update of a small network is mostly PyTorch's per-operation cost, not
+arithmetic: on a CPU, CartPole's batch of 128 through a 120-unit MLP spends ~60% of
+its ~1 ms in dispatch and the autograd engine (BENCHMARKS.md "Compiled update"). Here
+the objective, the mean loss, its gradient and the statistics are one pure function of
+the online parameters and the batch, `torch.func.grad_and_value` over
+`torch.func.functional_call` (no autograd tape at run time: the backward pass is traced
+with the forward), compiled whole by `torch.compile`: on a CPU into C++ kernels around
+the BLAS products, on a GPU with mode="reduce-overhead" (CUDA graphs: one launch replays
+every kernel of the step).
+
+The optimizer step stays the learner's own `torch.optim` object, run eagerly on the
+gradients (PyTorch's fused Adam is one kernel already), so optimizer state, checkpoints
+and resume are the eager path's exactly. The compiled arithmetic fuses and reorders
+float32 operations, so losses and parameters agree with the eager path to float
+tolerance, not bit for bit (tests/test_compiled.py); a compiled run is itself
+deterministic on a CPU. Compiling costs seconds once per process (the first update);
+later runs reuse PyTorch's on-disk kernel cache.
+"""
+
+import torch
+from torch import nn
+
+from qzoo import draws
+
+
+class _Pair(nn.Module):
+    """The online and target networks as one module, so that `functional_call` can
+    swap in the online parameters being differentiated; `forward` is the objective."""
+
+    def __init__(self, online, target, objective):
+        super().__init__()
+        self.online, self.target, self.objective = online, target, objective
+
+    def forward(self, batch, generator):
+        return self.objective(self.online, self.target, batch, generator)
+
+
+class CompiledGradient:
+    """`(grads, loss, mean_q, priorities)` of one batch, compiled once.
+
+    `grads` are in the order of `online.parameters()`; `loss` is the (importance
+    weighted) mean loss, `mean_q` the mean of Q(s_tm1, a_tm1), `priorities` the
+    objective's new priorities [B]; all detached.
+    """
+
+    def __init__(self, online, target, objective, device):
+        self._pair = _Pair(online, target, objective)
+        self._names = [f"online.{name}" for name, _ in online.named_parameters()]
+        self._parameters = list(online.parameters())
+        self._device, self._draws = torch.device(device), None
+        mode = "reduce-overhead" if torch.device(device).type == "cuda" else None
+        self._compiled = torch.compile(self._step, mode=mode, dynamic=False, fullgraph=True)
+
+    def _step(self, params, batch, generator):
+        if isinstance(generator, list):  # this update's draws, made outside the graph
+            generator = draws.Tape(generator)
+
+        def loss_of(params):
+            out = torch.func.functional_call(self._pair, params, (batch, generator))
+            per_example = out.loss if batch.weights is None else out.loss * batch.weights
+            loss = per_example.mean()
+            return loss, (out.q_tm1.detach().mean(), out.priorities.detach())
+
+        grads, (loss, (mean_q, priorities)) = torch.func.grad_and_value(loss_of, has_aux=True)(
+            params
+        )
+        # In the parameters' own layout: optimizers (fused Adam) read a gradient as laid out
+        # like its parameter, and a traced backward may hand out a transposed one.
+        grads = [grads[name].contiguous() for name in self._names]
+        return grads, loss.detach(), mean_q, priorities
+
+    def __call__(self, batch, generator):
+        # Detached views of the live parameters: the optimizer updates them in place
+        # between calls, and the traced function must not see autograd leaves.
+        params = {n: p.detach() for n, p in zip(self._names, self._parameters)}
+        # Replay slots (host NumPy) are not the step's business.
+        batch = batch._replace(indices=None)
+        with torch.no_grad():  # torch.func.grad differentiates regardless
+            if self._draws is None:
+                self._draws = self._record(params, batch, generator)
+            tensors = draws.draw(self._draws, generator, self._device)
+            if self._device.type == "cuda":
+                # Outputs of the previous replay (gradients, priorities) are spent.
+                torch.compiler.cudagraph_mark_step_begin()
+            return self._compiled(params, batch, tensors)
+
+    def _record(self, params, batch, generator):
+        """The draws (kinds and sizes) of one update: the same for every update (fixed
+        batch, taus and layer shapes). Found by one uncompiled update on a copy of the
+        generator, thrown away: every real update is compiled, so a resumed run
+        continues exactly as an uninterrupted one."""
+        copy = torch.Generator(generator.device)
+        copy.set_state(generator.get_state())
+        recorder = draws.Recorder(copy)
+        self._step(params, batch, recorder)
+        return recorder.draws

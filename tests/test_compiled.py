@@ -1,0 +1,126 @@
+"""`--compile` (qzoo/compiled.py, qzoo/draws.py): the compiled gradient step computes
+the eager step's gradients, loss, mean Q and priorities to float tolerance, draws the
+same random numbers from the learner's stream, is deterministic and resumes exactly.
+
+Compiling costs seconds per agent on a CPU (less with PyTorch's kernel cache warm), so
+the agents here are the ones that cover each path: plain Q-learning, importance weights
+and priorities, noise (Rainbow: noisy dueling C51 on double n-step), taus (IQN),
+quantile regression, and REM's mixtures.
+"""
+
+import copy
+import statistics
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from qzoo import checkpoint, draws
+from qzoo.config import build_config
+from qzoo.loop import WALL_CLOCK_COLUMNS, Trainer
+
+SMALL = {"env": "CartPole-v1", "iterations": "3", "train_frames": "400", "eval_frames": "100",
+         "replay_capacity": "1000", "min_replay_capacity_fraction": "0.1", "mlp_hidden": "16",
+         "num_quantiles": "8", "tau_samples_policy": "4", "tau_samples_s_tm1": "5",
+         "tau_samples_s_t": "6", "num_atoms": "11"}  # fmt: skip
+
+
+def _trainers(agent, extra):
+    """An eager and a compiled trainer in the same state, replay filled."""
+    eager = Trainer(build_config(agent, {**SMALL, **extra}))
+    eager.train_phase(int(SMALL["replay_capacity"]) // 2)
+    compiled = Trainer(build_config(agent, {**SMALL, **extra, "compile": "true"}))
+    # A copy: loading a live state dict would share the optimizers' moment tensors.
+    compiled.load_state_dict(copy.deepcopy(eager.state_dict()))
+    return eager, compiled
+
+
+@pytest.mark.parametrize("agent, extra", [
+    ("dqn", {}), ("prioritized", {}), ("rainbow", {}), ("iqn", {}), ("qrdqn", {}),
+    ("rem", {"num_heads": "3"}),
+])  # fmt: skip
+def test_compiled_step_equals_the_eager_step(agent, extra):
+    eager, compiled = _trainers(agent, extra)
+    for learner in (eager.learner, compiled.learner):
+        learner.pop_statistics()
+    for _ in range(3):  # the first compiled update traces; later ones replay the graph
+        batch = eager.replay.sample(eager.config.batch_size)
+        p_eager = eager.learner.learn(batch)
+        p_compiled = compiled.learner.learn(batch)
+        # The same random numbers were drawn: the streams are in the same state.
+        assert torch.equal(eager.learner.generator.get_state(),
+                           compiled.learner.generator.get_state())  # fmt: skip
+        for a, b in zip(eager.learner.online.parameters(), compiled.learner.online.parameters()):
+            torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-6)
+            # One Adam step moves a weight by about lr at most: a gradient that
+            # differs in its last bits moves it the same way.
+            torch.testing.assert_close(b, a, rtol=0, atol=2 * eager.config.learning_rate)
+        if p_eager is not None:
+            torch.testing.assert_close(torch.as_tensor(p_compiled), torch.as_tensor(p_eager),
+                                       rtol=1e-4, atol=1e-6)  # fmt: skip
+    s_eager, s_compiled = eager.learner.pop_statistics(), compiled.learner.pop_statistics()
+    assert s_compiled["num_updates"] == s_eager["num_updates"] == 3
+    assert s_compiled["loss"] == pytest.approx(s_eager["loss"], rel=1e-4)
+    assert s_compiled["mean_q"] == pytest.approx(s_eager["mean_q"], rel=1e-4, abs=1e-6)
+
+
+def test_compiled_run_resumes_exactly(tmp_path):
+    """Rainbow (noise, priorities) compiled: an iteration after a checkpoint equals the
+    uninterrupted run's, in a new trainer (every update compiled, the first included)."""
+    config = build_config("rainbow", {**SMALL, "compile": "true"})
+    first = Trainer(config)
+    first.run_iteration(), first.run_iteration()
+    path = tmp_path / "latest.safetensors"
+    checkpoint.save(path, first.state_dict())
+    a = first.run_iteration()
+    second = Trainer(config)
+    second.load_state_dict(checkpoint.load(path))
+    b = second.run_iteration()
+    assert a["train_num_updates"] > 0
+    keys = [k for k in a if k not in WALL_CLOCK_COLUMNS]
+    assert [repr(a[k]) for k in keys] == [repr(b[k]) for k in keys]
+
+
+def test_tape_replays_the_generator_draws():
+    generator = torch.Generator().manual_seed(7)
+    state = generator.get_state()
+    recorder = draws.Recorder(generator)
+    u = draws.uniform((3, 2), recorder, "cpu")
+    noise = draws.factorised_noise((5,), recorder, "cpu")
+    assert recorder.draws == [("uniform", (3, 2)), ("noise", (5,))]
+    generator.set_state(state)
+    tape = draws.Tape(draws.draw(recorder.draws, generator, "cpu"))
+    assert torch.equal(draws.uniform((3, 2), tape, "cpu"), u)
+    assert torch.equal(draws.factorised_noise((5,), tape, "cpu"), noise)
+    # Drawn straight from the generator, the same numbers again.
+    generator.set_state(state)
+    assert torch.equal(draws.uniform((3, 2), generator, "cpu"), u)
+    assert torch.equal(draws.factorised_noise((5,), generator, "cpu"), noise)
+
+
+def test_factorised_noise_is_f_of_a_truncated_normal_quantile():
+    """f(x) = sign(x) sqrt(|x|) with x the standard normal's quantile of u mapped into
+    [Phi(-2), Phi(2)], worked out with the standard library's NormalDist."""
+    generator = torch.Generator().manual_seed(3)
+    state = generator.get_state()
+    noise = draws.factorised_noise((6,), generator, "cpu")
+    generator.set_state(state)
+    u = torch.rand(6, generator=generator).double().tolist()
+    normal = statistics.NormalDist()
+    low = normal.cdf(-2)
+    for value, ui in zip(noise.tolist(), u):
+        x = normal.inv_cdf(low + ui * (1 - 2 * low))
+        assert value == pytest.approx((1 if x >= 0 else -1) * abs(x) ** 0.5, abs=2e-3)
+        assert abs(value) <= 2**0.5 + 1e-6
+
+
+def test_compile_refused_for_r2d1_in_one_line():
+    done = subprocess.run(
+        [sys.executable, "-m", "qzoo", "train", "r2d1", "--env", "CartPole-v1", "--compile"],
+        check=False, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "--compile" in line and "LSTM" in line
