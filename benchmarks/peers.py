@@ -1,7 +1,7 @@
 """qzoo next to its peers, measured in one invocation, as JSON lines.
 
     python benchmarks/peers.py [--envs pong,cartpole] [--rounds 3] [--threads 1]
-                               [--peers qzoo,cleanrl,sb3[,qzoo_compiled]] [--cleanrl DIR]
+                               [--peers qzoo,cleanrl,sb3[,qzoo_compiled,...]] [--cleanrl DIR]
 
 Runs qzoo, CleanRL (`cleanrl/dqn_atari.py` on Pong, `cleanrl/dqn.py` on CartPole) and
 Stable-Baselines3's DQN one after the other, each in a fresh child process, in
@@ -28,6 +28,10 @@ Each peer runs its own pipeline (CleanRL and SB3: Gymnasium's ALE with Python
 wrappers; qzoo: ale-py's vector environment), as a user would. Every process gets the
 same PyTorch thread count (`--threads`, also exported as OMP_NUM_THREADS).
 
+`--peers` may also name qzoo variants: qzoo_compiled (`--compile`), qzoo_bfloat16
+(`--precision bfloat16`) and qzoo_bfloat16_compiled (both); each is compared with
+every non-qzoo peer.
+
 Peers are found, never downloaded: Stable-Baselines3 from the installed
 `stable_baselines3` package (`pip install stable-baselines3 opencv-python-headless`),
 CleanRL's single-file scripts from a checkout of its repository given by `--cleanrl` or
@@ -52,9 +56,11 @@ import numpy as np
 PEERS = ("qzoo", "cleanrl", "sb3")
 # `--qzoo-before DIR` adds "qzoo_before": qzoo from another source tree (an older commit),
 # run as "qzoo" is, so that before and after come from one invocation.
-# qzoo_compiled: qzoo with --compile (its compile time falls before the timed window,
-# in the first learning step).
-CHILDREN = PEERS + ("qzoo_compiled", "qzoo_before")
+# qzoo with options that change its arithmetic: --compile (its compile time falls
+# before the timed window, in the first learning step) and --precision bfloat16.
+VARIANTS = {"qzoo_compiled": {"compile": True}, "qzoo_bfloat16": {"precision": "bfloat16"},
+            "qzoo_bfloat16_compiled": {"precision": "bfloat16", "compile": True}}  # fmt: skip
+CHILDREN = PEERS + tuple(VARIANTS) + ("qzoo_before",)
 ENVS = {
     "pong": {"gym_id": "PongNoFrameskip-v4", "batch": 32, "every": 4, "capacity": 100_000,
              "lr": 1e-4, "target": 1_000, "epsilon": 0.01, "script": "dqn_atari.py"},
@@ -147,7 +153,7 @@ class Window:
 # ---- children: one run of one peer, result written as JSON to a file ---------------
 
 
-def run_qzoo(env, warmup, steps, threads, mlp_hidden=120, compile_=False):
+def run_qzoo(env, warmup, steps, threads, mlp_hidden=120, variant=None):
     from qzoo import threads as qzoo_threads
     from qzoo.config import build_config
     from qzoo.loop import Trainer
@@ -169,8 +175,7 @@ def run_qzoo(env, warmup, steps, threads, mlp_hidden=120, compile_=False):
         options.update(mlp_hidden=mlp_hidden, max_global_grad_norm=0.0, optimizer_epsilon=1e-8)
     else:
         options.update(optimizer_epsilon=1e-8)
-    if compile_:
-        options["compile"] = True
+    options.update(VARIANTS.get(variant, {}))
     config = build_config("dqn", options)
     qzoo_threads.apply(config)
     trainer = Trainer(config)
@@ -289,9 +294,9 @@ def run_sb3(env, warmup, steps, threads):
 
 def child(args):
     os.chdir(tempfile.mkdtemp(prefix="qzoo-peers-"))  # CleanRL writes runs/ here
-    if args.child in ("qzoo", "qzoo_compiled", "qzoo_before"):
+    if args.child.startswith("qzoo"):
         result = run_qzoo(args.env, args.warmup, args.steps, args.threads,
-                          args.cartpole_mlp_hidden, args.child == "qzoo_compiled")  # fmt: skip
+                          args.cartpole_mlp_hidden, args.child)  # fmt: skip
     elif args.child == "cleanrl":
         result = run_cleanrl(args.env, args.warmup, args.steps, args.threads, args.cleanrl)
     else:
@@ -401,7 +406,7 @@ def parent(args):
                     if all(key in r for r in mine)
                 })  # fmt: skip
         pairs = [("qzoo", other) for other in peers if other != "qzoo"]
-        pairs += [(mine, other) for mine in ("qzoo_compiled", "qzoo_before")
+        pairs += [(mine, other) for mine in (*VARIANTS, "qzoo_before")
                   for other in peers if not other.startswith("qzoo")]  # fmt: skip
         for mine, other in pairs:
             found = mine in peers and ratios(runs, mine, other)

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from qzoo import draws
+from qzoo.learner import autocast
 
 
 class _Pair(nn.Module):
@@ -45,11 +46,11 @@ class CompiledGradient:
     objective's new priorities [B]; all detached.
     """
 
-    def __init__(self, online, target, objective, device):
+    def __init__(self, online, target, objective, device, precision="float32"):
         self._pair = _Pair(online, target, objective)
         self._names = [f"online.{name}" for name, _ in online.named_parameters()]
         self._parameters = list(online.parameters())
-        self._device, self._draws = torch.device(device), None
+        self._device, self._draws, self._precision = torch.device(device), None, precision
         mode = "reduce-overhead" if torch.device(device).type == "cuda" else None
         self._compiled = torch.compile(self._step, mode=mode, dynamic=False, fullgraph=True)
 
@@ -58,7 +59,8 @@ class CompiledGradient:
             generator = draws.Tape(generator)
 
         def loss_of(params):
-            out = torch.func.functional_call(self._pair, params, (batch, generator))
+            with autocast(self._precision, self._device):
+                out = torch.func.functional_call(self._pair, params, (batch, generator))
             per_example = out.loss if batch.weights is None else out.loss * batch.weights
             loss = per_example.mean()
             return loss, (out.q_tm1.detach().mean(), out.priorities.detach())

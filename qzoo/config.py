@@ -256,6 +256,9 @@ class Config:
                                            Real(0, 1, low_open=True))
     deterministic: bool = option(False, "run", "async: actor and learner in lockstep in one "
                                  "thread (reproducible, exact resume)")
+    precision: str = option("float32", "run", "the learner's forward and backward passes: "
+                            "float32, or bfloat16 autocast (weights, optimizer, losses and "
+                            "targets stay float32)", Choice("float32", "bfloat16"))
     compile: bool = option(False, "run", "the learner's gradient step as one compiled graph "
                            "(torch.compile; CUDA graphs on a GPU): seconds to compile once, "
                            "then less overhead per update")

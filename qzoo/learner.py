@@ -7,6 +7,7 @@ in, new priorities go out, and the loss and mean Q accumulate on the device unti
 same process (`online`) or as a state dict elsewhere (`weights()`).
 """
 
+import contextlib
 import copy
 
 import numpy as np
@@ -15,6 +16,15 @@ import torch
 from qzoo.networks import make_network
 from qzoo.objectives import make_objective
 from qzoo.optim import clip_by_global_norm_, make_optimizer
+
+
+def autocast(precision, device):
+    """The context the learner's forward passes run in: bfloat16 autocast (Micikevicius
+    et al. 2018's mixed precision, with bfloat16's float32 range: no loss scaling) for
+    --precision bfloat16, else nothing. Networks return float32 outputs either way."""
+    if precision == "bfloat16":
+        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 class Learner:
@@ -38,7 +48,9 @@ class Learner:
         if config.compile:
             from qzoo.compiled import CompiledGradient
 
-            self._compiled = CompiledGradient(self.online, self.target, self.objective, device)
+            self._compiled = CompiledGradient(
+                self.online, self.target, self.objective, device, config.precision
+            )
 
     def learn(self, batch):
         """One SGD step on a `Batch` from replay.
@@ -54,7 +66,8 @@ class Learner:
             for p, g in zip(self._parameters, grads):
                 p.grad = g
         else:
-            out = self.objective(self.online, self.target, batch, self.generator)
+            with autocast(config.precision, self.device):
+                out = self.objective(self.online, self.target, batch, self.generator)
             per_example = out.loss if batch.weights is None else out.loss * batch.weights
             loss = per_example.mean()
             for p in self._parameters:  # zero_grad(set_to_none=True), without its overhead

@@ -177,16 +177,19 @@ class Network(nn.Module):
         x = obs.float()
         if self.input_scale != 1.0:
             x = x * self.input_scale
+        # .float(): under --precision bfloat16 (autocast) the layers compute in bfloat16;
+        # losses and targets take their outputs in float32 (a no-op otherwise).
         if self._mlp is not None:
-            out = _mlp_forward(self._mlp, x).view(-1, self.head.num_actions, 1)
+            out = _mlp_forward(self._mlp, x).float().view(-1, self.head.num_actions, 1)
             return NetworkOutputs(out[..., 0], None, None, out)
         features = self.torso(x)
         if self.kind == "implicit_quantile":
             batch, n = taus.shape
             embedded = features[:, None, :] * self.tau_embedding(taus)  # [B, N, F]
-            q_dist = self.head(embedded.reshape(batch * n, -1), generator).reshape(batch, n, -1)
+            q_dist = self.head(embedded.reshape(batch * n, -1), generator).float()
+            q_dist = q_dist.reshape(batch, n, -1)
             return NetworkOutputs(q_dist.mean(1).detach(), None, q_dist)
-        out = self.head(features, generator)  # [B, A, K]
+        out = self.head(features, generator).float()  # [B, A, K]
         if self.kind == "categorical":
             probs = torch.softmax(out, dim=-1)
             return NetworkOutputs((probs * self.support).sum(-1).detach(), out, None)

@@ -33,6 +33,7 @@ def recurrent_relations(config, domain):
         ("offline", not c.offline, "'' (R2D1 needs the recurrent states its actor stores)"),
         ("log_replay", not c.log_replay, "'' (the DQN Replay Dataset has no recurrent states)"),
         ("compile", not c.compile, "false (torch.compile does not trace R2D1's LSTM)"),
+        ("precision", c.precision == "float32", "float32 (R2D1's LSTM has no bfloat16 path)"),
     )  # fmt: skip
     return [
         (("burn_in_steps", "sequence_steps", "n_steps", "frame_stack", "store_state_interval",

@@ -34,3 +34,14 @@ def test_learns_cartpole(agent):
     returns = [row["eval_episode_return"] for row in rows]
     assert returns[0] < 40, returns  # the untrained network
     assert max(returns[1:]) > 100, returns
+
+
+@pytest.mark.slow
+def test_learns_cartpole_in_bfloat16():
+    """DQN with --precision bfloat16 (the learner's passes under bfloat16 autocast)
+    learns as the float32 one does. Budget 60 s (15 s on the 2-core dev machine)."""
+    options = {"env": "CartPole-v1", "iterations": "2", "eval_frames": "2000", "seed": "1",
+               "precision": "bfloat16"}  # fmt: skip
+    returns = [row["eval_episode_return"] for row in run(Trainer(build_config("dqn", options)))]
+    assert returns[0] < 40, returns
+    assert max(returns[1:]) > 100, returns
