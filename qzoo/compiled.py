@@ -50,6 +50,10 @@ class CompiledGradient:
         self._pair = _Pair(online, target, objective)
         self._names = [f"online.{name}" for name, _ in online.named_parameters()]
         self._parameters = list(online.parameters())
+        # Detached views of the live parameters, made once: the optimizer and
+        # load_state_dict write the parameters in place, and the traced function must
+        # not see autograd leaves.
+        self._params = {n: p.detach() for n, p in zip(self._names, self._parameters)}
         self._device, self._draws, self._precision = torch.device(device), None, precision
         mode = "reduce-overhead" if torch.device(device).type == "cuda" else None
         self._compiled = torch.compile(self._step, mode=mode, dynamic=False, fullgraph=True)
@@ -74,9 +78,7 @@ class CompiledGradient:
         return grads, loss.detach(), mean_q, priorities
 
     def __call__(self, batch, generator):
-        # Detached views of the live parameters: the optimizer updates them in place
-        # between calls, and the traced function must not see autograd leaves.
-        params = {n: p.detach() for n, p in zip(self._names, self._parameters)}
+        params = self._params
         # Replay slots (host NumPy) are not the step's business.
         batch = batch._replace(indices=None)
         with torch.no_grad():  # torch.func.grad differentiates regardless
