@@ -54,6 +54,11 @@ class CompiledGradient:
         # load_state_dict write the parameters in place, and the traced function must
         # not see autograd leaves.
         self._params = {n: p.detach() for n, p in zip(self._names, self._parameters)}
+        if torch.device(device).type == "cuda":
+            # Fixed addresses: CUDA graphs then read the weights where they are instead
+            # of copying them into the graph's own inputs before every replay.
+            for view in self._params.values():
+                torch._dynamo.mark_static_address(view)
         self._device, self._draws, self._precision = torch.device(device), None, precision
         mode = "reduce-overhead" if torch.device(device).type == "cuda" else None
         self._compiled = torch.compile(self._step, mode=mode, dynamic=False, fullgraph=True)
