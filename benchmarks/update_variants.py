@@ -1,15 +1,17 @@
-"""One learner update, eager against `--compile`, per agent: JSON lines.
+"""One learner update, plain float32 eager against a variant, per agent: JSON lines.
 
-    python benchmarks/compiled_update.py [--agents dqn,prioritized,c51,qrdqn,iqn,rainbow]
-        [--env CartPole-v1] [--device cpu] [--updates 200] [--rounds 2] [--batch-size N]
-        [--mlp-hidden N]
+    python benchmarks/update_variants.py [--agents dqn,prioritized,c51,qrdqn,iqn,rainbow]
+        [--variant compile|bfloat16|bfloat16_compiled] [--env CartPole-v1] [--device cpu]
+        [--updates 200] [--rounds 2] [--batch-size N] [--mlp-hidden N]
 
-For each agent, an eager and a compiled trainer start from the same state with the
-same replay (filled by the eager one's acting); each round times `--updates` calls of
-`Learner.learn` on one fixed batch, eager then compiled (wall-clock microseconds per
-update, after 5 untimed updates; on a GPU synchronized at the ends of the window). The
-compile time printed is the first compiled update's wall time (tracing + compiling,
-or loading PyTorch's on-disk kernel cache). `update_ratio` is eager / compiled.
+Variants: compile (`--compile`), bfloat16 (`--precision bfloat16`), both. For each
+agent, a plain trainer and the variant's start from the same state with the same
+replay (filled by the plain one's acting); each round times `--updates` calls of
+`Learner.learn` on one fixed batch, plain then variant (wall-clock microseconds per
+update, after 5 untimed updates; on a GPU synchronized at the ends of the window).
+`first_update_seconds` is the variant's first update (compiled: tracing and compiling,
+or loading PyTorch's on-disk kernel cache). `update_ratio` is plain / variant; the
+mean losses of both over the timed updates are printed too.
 """
 
 import argparse
@@ -24,6 +26,9 @@ from qzoo import threads as qzoo_threads
 from qzoo.config import build_config
 from qzoo.loop import Trainer
 
+VARIANTS = {"compile": {"compile": True}, "bfloat16": {"precision": "bfloat16"},
+            "bfloat16_compiled": {"precision": "bfloat16", "compile": True}}  # fmt: skip
+
 
 def trainers(agent, args):
     options = {"env": args.env, "device": args.device, "replay_capacity": 2000,
@@ -36,7 +41,7 @@ def trainers(agent, args):
     eager = Trainer(build_config(agent, options))
     qzoo_threads.apply(eager.config)
     eager.train_phase(eager.config.min_replay_size * eager.config.action_repeats)
-    compiled = Trainer(build_config(agent, {**options, "compile": True}))
+    compiled = Trainer(build_config(agent, {**options, **VARIANTS[args.variant]}))
     compiled.load_state_dict(copy.deepcopy(eager.state_dict()))
     return eager, compiled
 
@@ -59,6 +64,7 @@ def per_update(learner, batch, updates, device):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--agents", default="dqn,prioritized,c51,qrdqn,iqn,rainbow")
+    parser.add_argument("--variant", choices=tuple(VARIANTS), default="compile")
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--updates", type=int, default=200)
@@ -76,14 +82,18 @@ def main():
             torch.cuda.synchronize()
         compile_seconds = time.perf_counter() - begin
         for round_ in range(1, args.rounds + 1):
+            eager.learner.pop_statistics(), compiled.learner.pop_statistics()
             us_eager = per_update(eager.learner, batch, args.updates, args.device)
             us_compiled = per_update(compiled.learner, batch, args.updates, args.device)
             print(json.dumps({
-                "name": "compiled_update", "agent": agent, "env": args.env,
-                "device": args.device, "round": round_, "batch_size": eager.config.batch_size,
-                "eager_us": us_eager, "compiled_us": us_compiled,
-                "update_ratio": us_eager / us_compiled, "compile_seconds": compile_seconds,
-                "threads": args.threads, "load_average": os.getloadavg()[0],
+                "name": "update_variant", "agent": agent, "variant": args.variant,
+                "env": args.env, "device": args.device, "round": round_,
+                "batch_size": eager.config.batch_size, "plain_us": us_eager,
+                "variant_us": us_compiled, "update_ratio": us_eager / us_compiled,
+                "plain_loss": eager.learner.pop_statistics()["loss"],
+                "variant_loss": compiled.learner.pop_statistics()["loss"],
+                "first_update_seconds": compile_seconds, "threads": args.threads,
+                "load_average": os.getloadavg()[0],
             }), flush=True)  # fmt: skip
 
 
