@@ -1,4 +1,4 @@
-"""The learner's gradient step as one compiled graph (`--compile`, issue 13).
+"""The learner's update as one compiled graph (`--compile`, issue 13).
 
 An eager update of a small network is mostly PyTorch's per-operation cost, not
 arithmetic: on a CPU, CartPole's batch of 128 through a 120-unit MLP spends ~60% of
@@ -10,19 +10,19 @@ with the forward), compiled whole by `torch.compile`: on a CPU into C++ kernels 
 the BLAS products, on a GPU with mode="reduce-overhead" (CUDA graphs: one launch replays
 every kernel of the step).
 
-The optimizer step stays the learner's own `torch.optim` object, run eagerly on the
-gradients (PyTorch's fused Adam is one kernel already), so optimizer state, checkpoints
-and resume are the eager path's exactly. The compiled arithmetic fuses and reorders
-float32 operations, so losses and parameters agree with the eager path to float
-tolerance, not bit for bit (tests/test_compiled.py); a compiled run is itself
-deterministic on a CPU. Compiling costs seconds once per process (the first update);
-later runs reuse PyTorch's on-disk kernel cache.
+Global-norm clipping and the optimizer's step run in the graph too
+(`optim.graph_update`: the same update as the learner's `torch.optim` object, on that
+object's own state tensors, so checkpoints and resume are the eager path's files). The
+compiled arithmetic fuses and reorders float32 operations, so losses and parameters
+agree with the eager path to float tolerance, not bit for bit (tests/test_compiled.py);
+a compiled run is itself deterministic on a CPU. Compiling costs seconds once per
+process (the first update); later runs reuse PyTorch's on-disk kernel cache.
 """
 
 import torch
 from torch import nn
 
-from qzoo import draws
+from qzoo import draws, optim
 from qzoo.learner import autocast
 
 
@@ -46,8 +46,11 @@ class CompiledGradient:
     objective's new priorities [B]; all detached.
     """
 
-    def __init__(self, online, target, objective, device, precision="float32"):
+    def __init__(self, online, target, objective, optimizer, max_global_grad_norm, device,
+                 precision="float32"):  # fmt: skip
         self._pair = _Pair(online, target, objective)
+        self._optimizer = optimizer
+        self._update_ = optim.graph_update(optimizer, max_global_grad_norm)
         self._names = [f"online.{name}" for name, _ in online.named_parameters()]
         self._parameters = list(online.parameters())
         # Detached views of the live parameters, made once: the optimizer and
@@ -63,7 +66,7 @@ class CompiledGradient:
         mode = "reduce-overhead" if torch.device(device).type == "cuda" else None
         self._compiled = torch.compile(self._step, mode=mode, dynamic=False, fullgraph=True)
 
-    def _step(self, params, batch, generator):
+    def _step(self, params, batch, generator, states=None):
         if isinstance(generator, list):  # this update's draws, made outside the graph
             generator = draws.Tape(generator)
 
@@ -80,6 +83,8 @@ class CompiledGradient:
         # In the parameters' own layout: optimizers (fused Adam) read a gradient as laid out
         # like its parameter, and a traced backward may hand out a transposed one.
         grads = [grads[name].contiguous() for name in self._names]
+        if states is not None:  # the optimizer's step, in the graph too
+            self._update_([params[name] for name in self._names], grads, states)
         return grads, loss.detach(), mean_q, priorities
 
     def __call__(self, batch, generator):
@@ -93,7 +98,9 @@ class CompiledGradient:
             if self._device.type == "cuda":
                 # Outputs of the previous replay (gradients, priorities) are spent.
                 torch.compiler.cudagraph_mark_step_begin()
-            return self._compiled(params, batch, tensors)
+            # Fetched every call: loading a checkpoint replaces the optimizer's tensors.
+            states = optim.graph_state(self._optimizer)
+            return self._compiled(params, batch, tensors, states)
 
     def _record(self, params, batch, generator):
         """The draws (kinds and sizes) of one update: the same for every update (fixed

@@ -259,7 +259,7 @@ class Config:
     precision: str = option("float32", "run", "the learner's forward and backward passes: "
                             "float32, or bfloat16 autocast (weights, optimizer, losses and "
                             "targets stay float32)", Choice("float32", "bfloat16"))
-    compile: bool = option(False, "run", "the learner's gradient step as one compiled graph "
+    compile: bool = option(False, "run", "the learner's update as one compiled graph "
                            "(torch.compile; CUDA graphs on a GPU): seconds to compile once, "
                            "then less overhead per update")
     # Ray (issue 14; qzoo/distributed/, README "Training on Ray").

@@ -49,8 +49,9 @@ class Learner:
             from qzoo.compiled import CompiledGradient
 
             self._compiled = CompiledGradient(
-                self.online, self.target, self.objective, device, config.precision
-            )
+                self.online, self.target, self.objective, self.optimizer,
+                config.max_global_grad_norm, device, config.precision,
+            )  # fmt: skip
 
     def learn(self, batch):
         """One SGD step on a `Batch` from replay.
@@ -61,7 +62,7 @@ class Learner:
         """
         config = self.config
         batch = batch.to(self.device)
-        if self._compiled is not None:
+        if self._compiled is not None:  # clipping and the optimizer's step included
             grads, loss, mean_q, priorities = self._compiled(batch, self.generator)
             for p, g in zip(self._parameters, grads):
                 p.grad = g
@@ -74,9 +75,9 @@ class Learner:
                 p.grad = None
             loss.backward()
             loss, mean_q, priorities = loss.detach(), out.q_tm1.detach().mean(), out.priorities
-        if config.max_global_grad_norm > 0:
-            clip_by_global_norm_(self._parameters, config.max_global_grad_norm)
-        self.optimizer.step()
+            if config.max_global_grad_norm > 0:
+                clip_by_global_norm_(self._parameters, config.max_global_grad_norm)
+            self.optimizer.step()
         # Statistics stay on the device: reading them every step would stall a GPU.
         with torch.no_grad():
             self._stats += torch.stack([loss, mean_q, loss.new_ones(())])

@@ -86,7 +86,11 @@ def clip_by_global_norm_(parameters, max_norm):
     Unlike torch.nn.utils.clip_grad_norm_ no 1e-6 is added to the norm. Returns the
     pre-clip norm.
     """
-    grads = [p.grad for p in parameters if p.grad is not None]
+    return clip_grads_by_global_norm_([p.grad for p in parameters if p.grad is not None], max_norm)
+
+
+def clip_grads_by_global_norm_(grads, max_norm):
+    """`clip_by_global_norm_` on a list of gradient tensors (in place)."""
     norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
     if max_norm > 0:
         scale = torch.where(norm > max_norm, max_norm / norm, torch.ones_like(norm))
@@ -115,3 +119,72 @@ def make_optimizer(config, params):
         eps=config.optimizer_epsilon,
         initial_nu=1.0 if config.optimizer == "rmsprop_centered_tf1" else 0.0,
     )  # fmt: skip
+
+
+# ---- The same updates as tensor operations only, for a compiled update (compiled.py) --
+
+
+def graph_state(optimizer):
+    """Each parameter's optimizer state (dicts of tensors, in `params` order), created
+    as `optimizer.step()` would create it where it is missing, so that a compiled update
+    (`graph_update`) and the eager optimizer share one state and one checkpoint."""
+    group = optimizer.param_groups[0]
+    states = []
+    for p in group["params"]:
+        state = optimizer.state[p]
+        if not state:
+            if isinstance(optimizer, CenteredRMSProp):
+                state["nu"] = torch.full_like(p, group["initial_nu"])
+                state["mu"] = torch.zeros_like(p)
+            else:  # torch's Adam with fused=True keeps its step count on the device
+                state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        states.append(state)
+    return states
+
+
+def graph_update(optimizer, max_global_grad_norm):
+    """`update_(params, grads, states)`: global-norm clipping (when > 0) and
+    `optimizer`'s step, in place, with no Python read of a tensor (so it can run inside
+    a compiled graph; the hyperparameters are fixed here). Same arithmetic as the eager
+    optimizers up to the order of float32 operations: Adam (Kingma & Ba 2015) as
+    PyTorch's, TF1's Adam with epsilon hat (`AdamTF1`), centered RMSProp with epsilon
+    inside the root (`CenteredRMSProp`)."""
+    group = optimizer.param_groups[0]
+    lr = group["lr"]
+
+    def clip_(grads):
+        if max_global_grad_norm > 0:
+            clip_grads_by_global_norm_(grads, max_global_grad_norm)
+
+    if isinstance(optimizer, CenteredRMSProp):
+        decay, eps = group["decay"], group["eps"]
+
+        def update_(params, grads, states):
+            clip_(grads)
+            for p, g, state in zip(params, grads, states):
+                state["nu"].mul_(decay).addcmul_(g, g, value=1 - decay)
+                state["mu"].mul_(decay).add_(g, alpha=1 - decay)
+                denom = (state["nu"] - state["mu"].square() + eps).sqrt()
+                p.addcdiv_(g, denom, value=-lr)
+
+        return update_
+    beta1, beta2 = group["betas"]
+    eps = group["eps_hat"] if isinstance(optimizer, AdamTF1) else group["eps"]
+    tf1 = isinstance(optimizer, AdamTF1)
+
+    def update_(params, grads, states):
+        clip_(grads)
+        for p, g, state in zip(params, grads, states):
+            step = state["step"]
+            step.add_(1)
+            state["exp_avg"].lerp_(g, 1 - beta1)
+            state["exp_avg_sq"].mul_(beta2).addcmul_(g, g, value=1 - beta2)
+            root_correction = (1 - beta2**step).sqrt()
+            # TF1 adds epsilon hat to the raw root: PyTorch's eps = eps_hat / sqrt(1 - b2^t).
+            epsilon = eps / root_correction if tf1 else eps
+            denom = state["exp_avg_sq"].sqrt() / root_correction + epsilon
+            p.sub_(lr / (1 - beta1**step) * state["exp_avg"] / denom)
+
+    return update_

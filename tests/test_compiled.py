@@ -185,3 +185,36 @@ def test_cuda_steps_equal_the_cpu_step(agent):
             if pa is not None:
                 torch.testing.assert_close(torch.as_tensor(pb).cpu(), torch.as_tensor(pa).cpu(),
                                            rtol=1e-3, atol=1e-5)  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["adam", "adam_tf1", "rmsprop_centered", "rmsprop_centered_tf1"])
+def test_graph_update_equals_the_optimizer_step(kind):
+    """optim.graph_update (the compiled step's optimizer, tensor operations only) does
+    each optimizer's step with global-norm clipping: the same parameters and state (in
+    the same format, so one checkpoint) as clip + `optimizer.step()`, over 5 steps."""
+    from qzoo import optim
+
+    config = build_config("dqn", {"env": "CartPole-v1", "optimizer": kind})
+    torch.manual_seed(0)
+    shapes = [(16, 4), (16,), (2, 16)]
+    eager = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
+    graph = [torch.nn.Parameter(p.detach().clone()) for p in eager]
+    opt_eager, opt_graph = optim.make_optimizer(config, eager), optim.make_optimizer(config, graph)
+    update_ = optim.graph_update(opt_graph, max_global_grad_norm=1.0)
+    for _ in range(5):
+        grads = [torch.randn(s) for s in shapes]
+        for p, g in zip(eager, grads):
+            p.grad = g.clone()
+        optim.clip_by_global_norm_(eager, 1.0)
+        opt_eager.step()
+        with torch.no_grad():
+            update_([p.detach() for p in graph], [g.clone() for g in grads],
+                    optim.graph_state(opt_graph))  # fmt: skip
+        for a, b in zip(eager, graph):
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    for p_eager, p_graph in zip(eager, graph):
+        state_eager, state_graph = opt_eager.state[p_eager], opt_graph.state[p_graph]
+        assert state_eager.keys() == state_graph.keys()
+        for key in state_eager:
+            assert state_graph[key].dtype == state_eager[key].dtype
+            torch.testing.assert_close(state_graph[key], state_eager[key], rtol=1e-5, atol=1e-7)
