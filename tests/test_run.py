@@ -117,6 +117,9 @@ def test_ctrl_c_then_resume_gives_the_same_results(reference_run, tmp_path):
     # REM's mixtures; Dopamine's optimizers, whose state (TF1 Adam's step count) resumes.
     ("rem", {"optimizer": "adam_tf1", "cql_alpha": "0.5"}),
     ("offline_dqn", {"optimizer": "rmsprop_centered_tf1"}),
+    # --compile (compiled.py): noise taped outside the graph, the optimizer in it; every
+    # update compiled, the first after loading included.
+    ("rainbow", {"compile": "true"}),
     # R2D1: sequence replay with input priorities, recurrent states in the checkpoint.
     ("r2d1", {"replay_capacity": "2000"}),
 ])  # fmt: skip
