@@ -38,12 +38,13 @@ class _Pair(nn.Module):
         return self.objective(self.online, self.target, batch, generator)
 
 
-class CompiledGradient:
-    """`(grads, loss, mean_q, priorities)` of one batch, compiled once.
+class CompiledUpdate:
+    """One update on a batch, compiled once: the gradient, clipping and `optimizer`'s
+    step (in place), returning `(grads, loss, mean_q, priorities)`.
 
-    `grads` are in the order of `online.parameters()`; `loss` is the (importance
-    weighted) mean loss, `mean_q` the mean of Q(s_tm1, a_tm1), `priorities` the
-    objective's new priorities [B]; all detached.
+    `grads` (clipped) are in the order of `online.parameters()`; `loss` is the
+    (importance weighted) mean loss, `mean_q` the mean of Q(s_tm1, a_tm1), `priorities`
+    the objective's new priorities [B]; all detached.
     """
 
     def __init__(self, online, target, objective, optimizer, max_global_grad_norm, device,
@@ -100,6 +101,8 @@ class CompiledGradient:
                 torch.compiler.cudagraph_mark_step_begin()
             # Fetched every call: loading a checkpoint replaces the optimizer's tensors.
             states = optim.graph_state(self._optimizer)
+            if self._device.type == "cuda":
+                _mark_static(states)
             return self._compiled(params, batch, tensors, states)
 
     def _record(self, params, batch, generator):
@@ -112,3 +115,12 @@ class CompiledGradient:
         recorder = draws.Recorder(copy)
         self._step(params, batch, recorder)
         return recorder.draws
+
+
+def _mark_static(states):
+    """CUDA graphs update mutated inputs in place only at fixed addresses: the
+    optimizer's state tensors are marked so (again after a checkpoint replaced them)."""
+    for state in states:
+        for tensor in state.values():
+            if not hasattr(tensor, "_dynamo_static_input_type"):
+                torch._dynamo.mark_static_address(tensor)

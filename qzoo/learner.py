@@ -46,9 +46,9 @@ class Learner:
         # --compile: the gradient step as one compiled graph (compiled.py).
         self._compiled = None
         if config.compile:
-            from qzoo.compiled import CompiledGradient
+            from qzoo.compiled import CompiledUpdate
 
-            self._compiled = CompiledGradient(
+            self._compiled = CompiledUpdate(
                 self.online, self.target, self.objective, self.optimizer,
                 config.max_global_grad_norm, device, config.precision,
             )  # fmt: skip
