@@ -19,6 +19,8 @@ a compiled run is itself deterministic on a CPU. Compiling costs seconds once pe
 process (the first update); later runs reuse PyTorch's on-disk kernel cache.
 """
 
+import types
+
 import torch
 from torch import nn
 
@@ -65,7 +67,8 @@ class CompiledUpdate:
                 torch._dynamo.mark_static_address(view)
         self._device, self._draws, self._precision = torch.device(device), None, precision
         mode = "reduce-overhead" if torch.device(device).type == "cuda" else None
-        self._compiled = torch.compile(self._step, mode=mode, dynamic=False, fullgraph=True)
+        self._compiled = torch.compile(_own_code(self._step), mode=mode, dynamic=False,
+                                       fullgraph=True)  # fmt: skip
 
     def _step(self, params, batch, generator, states=None):
         if isinstance(generator, list):  # this update's draws, made outside the graph
@@ -124,3 +127,15 @@ def _mark_static(states):
         for tensor in state.values():
             if not hasattr(tensor, "_dynamo_static_input_type"):
                 torch._dynamo.mark_static_address(tensor)
+
+
+def _own_code(method):
+    """`method` bound to a copy of its code object. Dynamo caches compiled graphs per
+    code object, at most 8 (`recompile_limit`): without a copy every learner of another
+    shape or agent in a process (a test suite, a sweep) adds a graph to the one `_step`,
+    and the ninth fails. With one, each learner has its own cache."""
+    function = method.__func__
+    code = function.__code__.replace()  # a new code object, the same code
+    copy = types.FunctionType(code, function.__globals__, function.__name__,
+                              function.__defaults__, function.__closure__)  # fmt: skip
+    return types.MethodType(copy, method.__self__)

@@ -202,3 +202,21 @@ def test_graph_update_equals_the_optimizer_step(kind):
         for key in state_eager:
             assert state_graph[key].dtype == state_eager[key].dtype
             torch.testing.assert_close(state_graph[key], state_eager[key], rtol=1e-5, atol=1e-7)
+
+
+def test_more_learners_in_one_process_than_dynamos_recompile_limit():
+    """Each compiled learner has its own Dynamo cache (compiled._own_code): a learner of
+    another shape in a process that already compiled `recompile_limit` (8; 2 here, to
+    keep the test short) of them (a suite, a sweep) compiles as the first did, where
+    one shared code object would hit the limit and fail."""
+    import torch._dynamo
+
+    with torch._dynamo.config.patch(recompile_limit=2):
+        for width in (8, 9, 10):
+            options = {**SMALL, "compile": "true", "mlp_hidden": str(width)}
+            trainer = Trainer(build_config("dqn", options))
+            trainer.train_phase(200)
+            batch = trainer.replay.sample(trainer.config.batch_size)
+            trainer.learner.learn(batch)
+            trainer.learner.learn(batch)
+            assert trainer.learner.pop_statistics()["num_updates"] >= 2
