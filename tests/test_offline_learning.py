@@ -38,8 +38,12 @@ def test_offline_agents_learn_from_a_logged_dataset(tmp_path):
         got = returns(agent, **offline, **extra)
         assert max(got[1:]) >= target, (agent, got, logger)
     assert max(dqn[1:]) >= target, (dqn, logger)
-    # Dopamine -> qzoo -> Dopamine gives the same arrays, so the same training, exactly.
+    # Dopamine -> qzoo -> Dopamine gives the same arrays, so the same training, exactly
+    # (a short run on each: the arrays, not the length, are what is compared).
     to_qzoo(logged, tmp_path / "q", quiet=True)
     to_dopamine(tmp_path / "q", tmp_path / "again" / "replay_logs")
-    again = returns("dqn", offline=str(tmp_path / "again"), iterations="2")
-    np.testing.assert_array_equal(again, dqn)
+    short = {"iterations": "1", "train_frames": "4000", "eval_frames": "2000"}
+    rows = [run(Trainer(build_config("dqn", {**BASE, **short, "offline": str(folder)})))
+            for folder in (logged, tmp_path / "again")]  # fmt: skip
+    for column in ("train_loss", "train_mean_q", "eval_episode_return"):
+        np.testing.assert_array_equal(*[[r[column] for r in some] for some in rows])
