@@ -153,11 +153,8 @@ class Window:
 # ---- children: one run of one peer, result written as JSON to a file ---------------
 
 
-def run_qzoo(env, warmup, steps, threads, mlp_hidden=120, variant=None):
-    from qzoo import threads as qzoo_threads
-    from qzoo.config import build_config
-    from qzoo.loop import Trainer
-
+def qzoo_options(env, warmup, threads, mlp_hidden=120, variant=None):
+    """qzoo's options for the peers' settings of `env` ("pong" or "cartpole")."""
     s = ENVS[env]
     pong = env == "pong"
     repeats = 4 if pong else 1
@@ -176,7 +173,16 @@ def run_qzoo(env, warmup, steps, threads, mlp_hidden=120, variant=None):
     else:
         options.update(optimizer_epsilon=1e-8)
     options.update(VARIANTS.get(variant, {}))
-    config = build_config("dqn", options)
+    return options
+
+
+def run_qzoo(env, warmup, steps, threads, mlp_hidden=120, variant=None):
+    from qzoo import threads as qzoo_threads
+    from qzoo.config import build_config
+    from qzoo.loop import Trainer
+
+    repeats = 4 if env == "pong" else 1
+    config = build_config("dqn", qzoo_options(env, warmup, threads, mlp_hidden, variant))
     qzoo_threads.apply(config)
     trainer = Trainer(config)
     # Fill the replay to the warm-up and take the first learning step, then time.

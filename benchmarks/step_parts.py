@@ -1,9 +1,9 @@
-"""Where an agent step's time goes: CartPole at CleanRL dqn.py's settings (as
-benchmarks/peers.py runs qzoo), one JSON line per part, in microseconds of thread CPU
-time per agent step.
+"""Where an agent step's time goes: CartPole at CleanRL dqn.py's settings or Pong at
+dqn_atari.py's (as benchmarks/peers.py runs qzoo), one JSON line per part, in
+microseconds of thread CPU time per agent step (one PyTorch thread).
 
-    python benchmarks/step_parts.py [--steps 10000] [--warmup 10000] [--mlp-hidden 120]
-                                    [--compile]
+    python benchmarks/step_parts.py [--env cartpole|pong] [--steps 10000] [--warmup 10000]
+        [--mlp-hidden 120] [--compile] [--precision float32|bfloat16]
 
 Each part is timed by wrapping the method that does it (thread CPU time before and
 after: steadier than wall time on a shared machine; each wrapper adds about half a
@@ -18,6 +18,7 @@ import argparse
 import collections
 import json
 import os
+import sys
 import time
 
 from qzoo import threads as qzoo_threads
@@ -26,27 +27,25 @@ from qzoo.config import build_config
 from qzoo.loop import Trainer
 from qzoo.replay.frames import FrameStacker
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import qzoo_options  # noqa: E402  (benchmarks/ is not a package)
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--env", choices=("cartpole", "pong"), default="cartpole")
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--warmup", type=int, default=10_000)
     parser.add_argument("--mlp-hidden", type=int, default=120)
     parser.add_argument("--compile", action="store_true", help="qzoo's --compile")
+    parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32")
     args = parser.parse_args()
-    options = {
-        "env": "CartPole-v1", "threads": 1, "progress": False, "tensorboard": False,
-        "replay_capacity": 10_000, "batch_size": 128, "learn_period": 10,
-        "optimizer": "adam", "learning_rate": 2.5e-4, "target_network_update_period": 500,
-        "min_replay_capacity_fraction": args.warmup / 10_000,
-        "exploration_epsilon_end_value": 0.05, "exploration_epsilon_decay_frame_fraction": 1e-9,
-        "mlp_hidden": args.mlp_hidden, "max_global_grad_norm": 0.0, "optimizer_epsilon": 1e-8,
-        "compile": args.compile,
-    }  # fmt: skip
+    options = qzoo_options(args.env, args.warmup, 1, args.mlp_hidden)
+    options.update(compile=args.compile, precision=args.precision)
     config = build_config("dqn", options)
     qzoo_threads.apply(config)
     trainer = Trainer(config)
-    trainer.train_phase(config.min_replay_size + config.learn_period)
+    trainer.train_phase(config.exploration_begin_frame + config.learn_period)
 
     seconds = collections.Counter()
 
@@ -81,7 +80,7 @@ def main():
 
     actor.make_env = timed_env
     begin = time.thread_time()
-    trainer.train_phase(args.steps)
+    trainer.train_phase(args.steps * config.action_repeats)
     total = time.thread_time() - begin
     acting = ("policy", "stacker", "episode_stats", "state_value_ewma", "env")
     seconds["actor_other"] = seconds["actor"] - sum(seconds[p] for p in acting)
@@ -89,7 +88,8 @@ def main():
     outside = ("actor", "replay_add", "schedule") + learning
     seconds["loop_other"] = total - sum(seconds[p] for p in outside)
     del seconds["actor"]
-    common = {"mlp_hidden": args.mlp_hidden, "compile": args.compile, "steps": args.steps,
+    common = {"env": args.env, "mlp_hidden": args.mlp_hidden, "compile": args.compile,
+              "precision": args.precision, "steps": args.steps,
               "load_average": os.getloadavg()[0]}  # fmt: skip
     for part, value in seconds.most_common():
         print(json.dumps({"name": "step_part", "part": part,

@@ -148,6 +148,18 @@ class MlpTorso(nn.Module):
         return self.net(x)
 
 
+def _input_dtype(obs):
+    """bfloat16 for pixels under CPU bfloat16 autocast, else float32. The same values
+    either way: integers up to 256 are exact in bfloat16, and bfloat16's multiply by
+    the input scale rounds float32's product, as autocast's cast of it would; but one
+    pass over the batch instead of three (float32 copy, multiply, cast: 2.5 ms of a
+    Pong update of 32 on one core)."""
+    pixels = obs.dtype == torch.uint8 and obs.is_cpu
+    if pixels and torch.is_autocast_enabled("cpu"):
+        return torch.get_autocast_dtype("cpu")  # bfloat16: the only one --precision sets
+    return torch.float32
+
+
 class Network(nn.Module):
     """Torso + head, with the outputs each family of losses needs (dqn_zoo.md §3).
 
@@ -174,7 +186,7 @@ class Network(nn.Module):
     def forward(self, obs, taus=None, generator=None):
         """Outputs for observations `obs` (IQN: at `taus`); noisy heads draw their
         noise from `generator` (a random stream of the caller's)."""
-        x = obs.float()
+        x = obs.to(_input_dtype(obs))
         if self.input_scale != 1.0:
             x = x * self.input_scale
         # .float(): under --precision bfloat16 (autocast) the layers compute in bfloat16;

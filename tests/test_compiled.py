@@ -17,10 +17,11 @@ import sys
 import pytest
 import torch
 
-from qzoo import draws
+from qzoo import draws, envs
 from qzoo.config import build_config
 from qzoo.learner import autocast
 from qzoo.loop import Trainer
+from qzoo.networks import _input_dtype, make_network
 
 SMALL = {"env": "CartPole-v1", "iterations": "3", "train_frames": "400", "eval_frames": "100",
          "replay_capacity": "1000", "min_replay_capacity_fraction": "0.1", "mlp_hidden": "16",
@@ -220,3 +221,21 @@ def test_more_learners_in_one_process_than_dynamos_recompile_limit():
             trainer.learner.learn(batch)
             trainer.learner.learn(batch)
             assert trainer.learner.pop_statistics()["num_updates"] >= 2
+
+
+def test_bfloat16_pixels_are_scaled_in_bfloat16_with_the_same_values():
+    """Under bfloat16 autocast a CPU network takes uint8 pixels to bfloat16 in one pass
+    (networks._input_dtype): the values equal float32's x / 255 rounded by autocast's
+    cast, for all 256 pixel values, and so do a Nature network's outputs."""
+    pixels = torch.arange(256, dtype=torch.uint8)
+    scale = 1.0 / 255.0
+    assert torch.equal((pixels.to(torch.bfloat16) * scale), (pixels.float() * scale).bfloat16())
+    config = build_config("dqn", {"env": "pong"})
+    network = make_network(config, envs.describe(config), (4, 84, 84))
+    obs = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
+    with torch.no_grad(), autocast("bfloat16", "cpu"):
+        assert _input_dtype(obs) == torch.bfloat16 and _input_dtype(obs.float()) == torch.float32
+        got = network(obs).q_values
+        want = network.head(network.torso(obs.float() * scale)).float()
+    assert _input_dtype(obs) == torch.float32  # no autocast: float32 as before
+    assert torch.equal(got, want.view_as(got))
