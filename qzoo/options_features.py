@@ -118,6 +118,11 @@ def _offline_ray_relations(c):
          "1 with --offline: an offline run on Ray has no training actors"),
         (("publish_period", "offline"), c.publish_period == 0,
          "0 with --offline --ray: the weights go only to the evaluator, each evaluation"),
+        # No actors, so no ratio to hold: the learner's updates are counted, not gated.
+        (("replay_ratio_tolerance", "offline"),
+         c.replay_ratio_tolerance == type(c).replay_ratio_tolerance,
+         f"{shown(type(c).replay_ratio_tolerance)} (the default) with --offline --ray: "
+         "there are no actors whose pace a ratio would hold"),
     ]  # fmt: skip
 
 

@@ -122,7 +122,9 @@ def test_shards_hold_and_draw_exactly_the_local_storages_transitions(dataset, su
                           "run on Ray has no training actors")),
      (["--envs-per-actor", "3"], "--envs-per-actor: bad value 3; expected 1 with --offline"),
      (["--prioritized"], "--prioritized: bad value true; expected --prioritized false with --offline"),
-     (["--publish-period", "10"], "--publish-period: bad value 10; expected 0 with --offline")],
+     (["--publish-period", "10"], "--publish-period: bad value 10; expected 0 with --offline"),
+     (["--replay-ratio-tolerance", "0.1"],
+      "--replay-ratio-tolerance: bad value 0.1; expected 0.05 (the default) with --offline")],
 )  # fmt: skip
 def test_offline_ray_bad_input_is_one_line(extra, fragment, tmp_path, capsys):
     argv = ["train", "dqn", "--env", "minatar/breakout", "--offline", str(tmp_path), "--ray"]
