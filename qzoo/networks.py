@@ -152,8 +152,8 @@ def _input_dtype(obs):
     """bfloat16 for pixels under CPU bfloat16 autocast, else float32. The same values
     either way: integers up to 256 are exact in bfloat16, and bfloat16's multiply by
     the input scale rounds float32's product, as autocast's cast of it would; but one
-    pass over the batch instead of three (float32 copy, multiply, cast: 2.5 ms of a
-    Pong update of 32 on one core)."""
+    pass over the batch instead of three (float32 copy, multiply, cast): a Pong update
+    of 32 on one core 21.0 -> 20.3 ms (BENCHMARKS.md)."""
     pixels = obs.dtype == torch.uint8 and obs.is_cpu
     if pixels and torch.is_autocast_enabled("cpu"):
         return torch.get_autocast_dtype("cpu")  # bfloat16: the only one --precision sets
