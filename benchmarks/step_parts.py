@@ -28,7 +28,7 @@ from qzoo.loop import Trainer
 from qzoo.replay.frames import FrameStacker
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peers import qzoo_options  # noqa: E402  (benchmarks/ is not a package)
+from peers import qzoo_options  # benchmarks/ is not a package
 
 
 def main():

@@ -121,8 +121,8 @@ def _offline_ray_relations(c):
         # No actors, so no ratio to hold: the learner's updates are counted, not gated.
         (("replay_ratio_tolerance", "offline"),
          c.replay_ratio_tolerance == type(c).replay_ratio_tolerance,
-         f"{shown(type(c).replay_ratio_tolerance)} (the default) with --offline --ray: "
-         "there are no actors whose pace a ratio would hold"),
+         (f"{shown(type(c).replay_ratio_tolerance)} (the default) with --offline --ray: "
+          "there are no actors whose pace a ratio would hold")),
     ]  # fmt: skip
 
 
