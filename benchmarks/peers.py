@@ -57,9 +57,14 @@ PEERS = ("qzoo", "cleanrl", "sb3")
 # `--qzoo-before DIR` adds "qzoo_before": qzoo from another source tree (an older commit),
 # run as "qzoo" is, so that before and after come from one invocation.
 # qzoo with options that change its arithmetic: --compile (its compile time falls
-# before the timed window, in the first learning step) and --precision bfloat16.
+# before the timed window, in the first learning step) and --precision bfloat16; and
+# qzoo acting beside its learner (--acting async --prefetch-targets: the learner's thread,
+# and the actor's and prefetcher's threads, one PyTorch thread each whatever --threads
+# says: two cores busy; compare it with peers given --threads 2).
 VARIANTS = {"qzoo_compiled": {"compile": True}, "qzoo_bfloat16": {"precision": "bfloat16"},
-            "qzoo_bfloat16_compiled": {"precision": "bfloat16", "compile": True}}  # fmt: skip
+            "qzoo_bfloat16_compiled": {"precision": "bfloat16", "compile": True},
+            "qzoo_bfloat16_async": {"precision": "bfloat16", "acting": "async",
+                                    "prefetch_targets": True, "threads": 1}}  # fmt: skip
 CHILDREN = PEERS + tuple(VARIANTS) + ("qzoo_before",)
 ENVS = {
     "pong": {"gym_id": "PongNoFrameskip-v4", "batch": 32, "every": 4, "capacity": 100_000,

@@ -254,6 +254,10 @@ class Config:
     replay_ratio_tolerance: float = option(0.05, "run", "async, --ray: the realised ratio "
                                            "stays within this relative distance of the target",
                                            Real(0, 1, low_open=True))
+    prefetch_targets: bool = option(False, "run", "async: a thread samples the next batch and "
+                                    "runs the target network on it while the learner "
+                                    "updates (prioritized sampling sees priorities one "
+                                    "update late)")
     deterministic: bool = option(False, "run", "async: actor and learner in lockstep in one "
                                  "thread (reproducible, exact resume)")
     precision: str = option("float32", "run", "the learner's forward and backward passes: "

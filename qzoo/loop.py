@@ -261,16 +261,23 @@ class Trainer:
         if self.updates.target_due(old_frame, new_frame):
             self.learner.update_target(self.config.target_update_tau)
 
-    def learn_once(self, lock=None):
-        """One SGD step on a batch from replay; `lock` guards the replay when an actor
-        writes to it concurrently (the SGD step itself runs outside it)."""
+    def sample_batch(self, lock=None):
+        """A batch from replay at the current importance-sampling exponent; `lock`
+        guards the replay when an actor writes to it concurrently."""
         config, replay = self.config, self.replay
-        lock = lock or contextlib.nullcontext()
-        with lock:
+        with lock or contextlib.nullcontext():
             if config.prioritized:
                 beta = self.importance_sampling_exponent(replay.num_adds)
                 replay.sampler.importance_sampling_exponent = beta
-            batch = replay.sample(config.batch_size)
+            return replay.sample(config.batch_size)
+
+    def learn_once(self, lock=None, batch=None):
+        """One SGD step on `batch`, or on one sampled now; `lock` guards the replay
+        when an actor writes to it concurrently (the SGD step itself runs outside it)."""
+        config, replay = self.config, self.replay
+        lock = lock or contextlib.nullcontext()
+        if batch is None:
+            batch = self.sample_batch(lock)
         priorities = self.learner.learn(batch)
         if priorities is not None:
             with lock:

@@ -59,13 +59,22 @@ def _td_loss(td, grad_error_bound):
     return losses.huber_loss(td)
 
 
+def target_at_s_t(target, batch, generator):
+    """The target network's outputs at s_t: computed ahead by a prefetcher when the
+    batch carries them (`batch.target_t`, acting/prefetch.py: the same network and
+    inputs, so the same values), else here."""
+    if getattr(batch, "target_t", None) is not None:
+        return batch.target_t
+    return target(batch.s_t, generator=generator)
+
+
 def _forward(online, target, batch, generator, target_field, selector_field, double_q):
     """The online network's outputs at s_tm1 (with gradients), the target network's
     `target_field` at s_t and, for double Q, the online network's `selector_field` at
     s_t (without gradients; None otherwise), in that order of random draws."""
     out_tm1 = online(batch.s_tm1, generator=generator)
     with torch.no_grad():
-        value_t = getattr(target(batch.s_t, generator=generator), target_field)
+        value_t = getattr(target_at_s_t(target, batch, generator), target_field)
         selector = None
         if double_q:
             selector = getattr(online(batch.s_t, generator=generator), selector_field)
@@ -190,7 +199,7 @@ class QuantileQLearning:
         n = self.num_quantiles
         out_tm1 = online(batch.s_tm1, generator=generator)
         with torch.no_grad():
-            dist_t = target(batch.s_t, generator=generator).q_dist
+            dist_t = target_at_s_t(target, batch, generator).q_dist
             selector = online(batch.s_t, generator=generator).q_dist if self.double_q else dist_t
         taus = (torch.arange(n, device=dist_t.device) + 0.5) / n
         tau_tm1 = taus.expand(len(batch.a_tm1), n)

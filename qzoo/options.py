@@ -266,7 +266,7 @@ def validate(config, domain, given=None):
             raise bad_value(field.name, getattr(config, field.name), domain_of_field.expected)
     given = set(given or ())
     relations = _relations(config, domain) + features.recurrent_relations(config, domain)
-    relations += features.batch_relations(config, domain)
+    relations += features.batch_relations(config, domain) + features.prefetch_relations(config)
     for involved, holds, expected in relations + features.device_replay_relations(config):
         if not holds:
             blamed = next((name for name in involved if name in given), involved[0])

@@ -130,6 +130,7 @@ def _offline_ray_relations(c):
 _ACTING_ONLY_WITH = {
     "publish_period": ("async",), "replay_ratio_tolerance": ("async",),
     "deterministic": ("async",), "actor_workers": ("parallel", "alternating", "async"),
+    "prefetch_targets": ("async",),
 }  # fmt: skip
 _ALSO_ON_RAY = ("publish_period", "replay_ratio_tolerance")  # one meaning in both
 
@@ -182,6 +183,26 @@ def check_acting(config, given):
             c.actor_workers,
             "an even number >= 2 with --acting alternating: the workers form two halves (rlpyt)",
         )
+
+
+# --prefetch-targets (acting/prefetch.py, issue 13): targets computed in another thread.
+def prefetch_relations(c):
+    if not c.prefetch_targets:
+        return []
+    draws = "false with {}: its target network draws from the learner's random stream"
+    return [
+        (("prefetch_targets", "deterministic"), not c.deterministic,
+         "false with --deterministic (lockstep runs in one thread)"),
+        (("prefetch_targets", "compile"), not c.compile,
+         "false with --compile (the compiled update computes its own targets)"),
+        (("prefetch_targets", "noisy"), not c.noisy, draws.format("--noisy")),
+        (("prefetch_targets", "distribution"), c.distribution != "implicit_quantile",
+         draws.format("--distribution implicit_quantile (IQN's taus)")),
+        # A soft update every few updates would make nearly every prefetched target stale.
+        (("prefetch_targets", "target_update_tau"), c.target_update_tau == 1,
+         ("false with --target-update-tau below 1 (targets prefetched before a soft "
+          "update would be recomputed)")),
+    ]  # fmt: skip
 
 
 # Replay on a torch device (replay/device.py, issue 13): what it does not take yet.

@@ -218,9 +218,11 @@ def test_alternating_halves_store_valid_transitions():
     assert int(rows[2]["train_num_updates"]) > 0 and int(rows[2]["train_num_episodes"]) > 0
 
 
-def test_async_holds_the_replay_ratio_both_ways_and_stores_valid_transitions():
+@pytest.mark.parametrize("prefetch_targets", [False, True])
+def test_async_holds_the_replay_ratio_both_ways_and_stores_valid_transitions(prefetch_targets):
     config = cartpole(acting="async", replay_ratio=16.0, learn_period=1,
-                      replay_ratio_tolerance=0.1, train_frames=1200)  # fmt: skip
+                      replay_ratio_tolerance=0.1, train_frames=1200,
+                      prefetch_targets=prefetch_targets)  # fmt: skip
     trainer = Trainer(config)
     rows = [trainer.run_iteration() for _ in range(2)]
     assert 0 <= rows[1]["learner_wait_fraction"] < 1
@@ -278,6 +280,14 @@ BAD = [
     (["--eps-final-min", "0.01", "--apex-epsilon", "0.4"], "--apex-epsilon: bad value 0.4"),
     (["--apex-alpha", "3"], "--apex-alpha: bad value 3; expected no --apex-alpha here"),
     (["--acting", "async", "--recurrent"], "--acting: bad value async; expected serial or"),
+    (["--prefetch-targets"], "--prefetch-targets: bad value true; expected no --prefetch-t"),
+    (["--acting", "async", "--prefetch-targets", "--deterministic"], "false with --determ"),
+    (["--acting", "async", "--prefetch-targets", "--noisy"], "false with --noisy: its target"),
+    (["--acting", "async", "--prefetch-targets", "--distribution", "implicit_quantile"],
+     "false with --distribution implicit_quantile"),
+    (["--acting", "async", "--prefetch-targets", "--target-update-tau", "0.5"],
+     "--prefetch-targets: bad value true; expected false with --target-update-tau below 1"),
+    (["--acting", "async", "--prefetch-targets", "--compile"], "false with --compile"),
 ]  # fmt: skip
 
 

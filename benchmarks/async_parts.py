@@ -1,0 +1,81 @@
+"""Where the learner's thread spends a phase of --acting async on Pong (dqn_atari.py's
+settings as benchmarks/peers.py runs qzoo, bfloat16, one PyTorch thread per Python
+thread): one JSON line with agent steps/s and, per update, the learner's wall and CPU
+milliseconds inside `Learner.learn`, publishing the weights to the actor, waiting at
+the ratio gate and waiting for the prefetched batch.
+
+    python benchmarks/async_parts.py [--steps 1500] [--warmup 2000] [--no-prefetch]
+        [--precision bfloat16|float32]
+
+Each part is timed by wrapping the method doing it.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from qzoo import threads as qzoo_threads
+from qzoo.acting import asynchronous, prefetch
+from qzoo.config import build_config
+from qzoo.loop import Trainer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import qzoo_options  # benchmarks/ is not a package
+
+
+def timed(owner, name, into, clock=time.perf_counter):
+    """Wraps `owner.name` to add each call's seconds (by `clock`) to `into`."""
+    original = getattr(owner, name)
+
+    def wrapper(*args, **kwargs):
+        started = clock()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            into.append(clock() - started)
+
+    setattr(owner, name, wrapper)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--warmup", type=int, default=2000)
+    parser.add_argument("--no-prefetch", action="store_true")
+    parser.add_argument("--precision", choices=("float32", "bfloat16"), default="bfloat16")
+    args = parser.parse_args()
+    options = qzoo_options("pong", args.warmup, 1)
+    options.update(precision=args.precision, acting="async",
+                   prefetch_targets=not args.no_prefetch)  # fmt: skip
+    config = build_config("dqn", options)
+    qzoo_threads.apply(config)
+    trainer = Trainer(config)
+    trainer.train_phase(config.min_replay_size * 4 + config.learn_period)  # warm-up
+    parts = {"learn": [], "learn_cpu": [], "publish": [], "prefetch_wait": []}
+    timed(trainer.learner, "learn", parts["learn"])
+    timed(trainer.learner, "learn", parts["learn_cpu"], time.thread_time)
+    timed(asynchronous.AsyncDriver, "publish", parts["publish"])
+    timed(prefetch.Prefetcher, "get", parts["prefetch_wait"])
+    started, cpu = time.perf_counter(), time.process_time()
+    stats = trainer.train_phase(args.steps * 4)
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    updates = len(parts["learn"])
+    per_update = {f"{k}_ms": 1e3 * sum(v) / updates for k, v in parts.items()}
+    # The CPU timer wraps the wall timer: its figure holds no timer of the other.
+    per_update["gate_wait_ms"] = 1e3 * stats["learner_wait_fraction"] * wall / updates
+    per_update["other_ms"] = 1e3 * wall / updates - sum(
+        per_update[k] for k in ("learn_ms", "publish_ms", "prefetch_wait_ms", "gate_wait_ms")
+    )
+    print(json.dumps({
+        "name": "async_parts", "precision": args.precision,
+        "prefetch_targets": not args.no_prefetch,
+        "agent_steps_per_second": args.steps / wall, "cores_busy": cpu / wall,
+        "updates": updates, **{k: round(v, 3) for k, v in per_update.items()},
+        "cpus": os.cpu_count(),
+    }), flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""The learner's next batch and its targets, made while it updates (--prefetch-targets).
+
+On a CPU, a third of a convolutional update is the target network's forward pass at
+s_t (4.7 of 20.4 ms for DQN's Nature network on Pong in bfloat16; BENCHMARKS.md), and
+it depends on nothing the update changes: the target network is fixed between copies.
+With --acting async and this option, a thread of its own samples the learner's next
+batch (under the replay's lock) and runs the target network at its s_t, one batch
+ahead, so that the learner's thread does only the online network's passes, the
+backward pass and the optimizer's step. On two cores, one learns while the other acts
+and prefetches. It is the sampling and target evaluation that Ape-X (Horgan et al.
+2018) and rlpyt's asynchronous runner move off the learner's critical path, kept to
+one batch of lookahead.
+
+What it keeps and what it changes. The targets are those the learner would compute:
+the same target weights (a batch made before a target copy is given back to the
+learner without them, `Prefetcher.get`, and its targets are computed in the update)
+on the same inputs. Sampling happens one update earlier: uniform sampling draws from
+a replay a few actor steps older, and prioritized sampling sees the priorities of all
+but the latest update (its batch was drawn before that update wrote them). Only for
+target networks that draw nothing at s_t (no noisy layers, not IQN's taus), since the
+learner's random stream must not be shared between threads (options_features.py
+refuses the rest).
+"""
+
+import queue
+import threading
+
+import torch
+
+from qzoo.learner import autocast
+
+
+class Prefetcher:
+    """Samples batches for `trainer` under `lock` and attaches the target network's
+    outputs at s_t (`Batch.target_t`), one batch ahead of `get()`."""
+
+    def __init__(self, trainer, lock):
+        self.trainer, self.lock = trainer, lock
+        # Held while the target network is read here or written by a target copy;
+        # `version` counts the copies, so a batch made before one is recognised.
+        self.target_lock = threading.Lock()
+        self.version = 0
+        # One batch ahead exactly: the next is sampled only once the last is taken.
+        self._ready, self._taken = queue.Queue(), threading.Semaphore(1)
+        self._stop = threading.Event()
+        self._thread = None
+        self._error = None
+
+    def update_target(self, tau):
+        """The learner's target update, ordered against the prefetcher's reads."""
+        with self.target_lock:
+            self.trainer.learner.update_target(tau)
+            self.version += 1
+
+    def get(self):
+        """The next batch, with its targets when they are the current target
+        network's. Starts the thread on the first call (when replay can be sampled)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="qzoo-prefetch", daemon=True)
+            self._thread.start()
+        while True:
+            try:
+                batch, version = self._ready.get(timeout=0.1)
+                break
+            except queue.Empty:
+                if self._error is not None:
+                    raise self._error
+        self._taken.release()
+        if version != self.version:  # a target copy happened since: recompute
+            batch = batch._replace(target_t=None)
+        return batch
+
+    def stop(self):
+        """Stops and joins the thread; a batch made and not taken is dropped."""
+        self._stop.set()
+        self._taken.release()  # wakes a thread waiting for the last batch to be taken
+        if self._thread is not None:
+            self._thread.join()
+        self._thread = None
+
+    def _run(self):
+        trainer, learner = self.trainer, self.trainer.learner
+        try:
+            while True:
+                self._taken.acquire()
+                if self._stop.is_set():
+                    return
+                batch = trainer.sample_batch(self.lock).to(learner.device)
+                with self.target_lock, torch.no_grad():
+                    version = self.version
+                    with autocast(trainer.config.precision, learner.device):
+                        target_t = learner.target(batch.s_t)
+                self._ready.put((batch._replace(target_t=target_t), version))
+        except BaseException as error:  # noqa: BLE001 (raised again in the learner's thread)
+            self._error = error
