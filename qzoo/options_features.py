@@ -130,7 +130,6 @@ def _offline_ray_relations(c):
 _ACTING_ONLY_WITH = {
     "publish_period": ("async",), "replay_ratio_tolerance": ("async",),
     "deterministic": ("async",), "actor_workers": ("parallel", "alternating", "async"),
-    "prefetch_targets": ("async",),
 }  # fmt: skip
 _ALSO_ON_RAY = ("publish_period", "replay_ratio_tolerance")  # one meaning in both
 
@@ -191,6 +190,8 @@ def prefetch_relations(c):
         return []
     draws = "false with {}: its target network draws from the learner's random stream"
     return [
+        (("prefetch_targets", "acting"), c.acting == "async",
+         f"false with --acting {c.acting}: it only acts with --acting async"),
         (("prefetch_targets", "deterministic"), not c.deterministic,
          "false with --deterministic (lockstep runs in one thread)"),
         (("prefetch_targets", "compile"), not c.compile,

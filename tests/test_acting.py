@@ -3,6 +3,7 @@ decorrelated starts, soft target updates, and the acting drivers (serial, parall
 alternating, async), checked by hand, against serial, and against CartPole's own
 dynamics (every stored transition must be one the environment can make)."""
 
+import threading
 import types
 
 import gymnasium
@@ -224,8 +225,17 @@ def test_async_holds_the_replay_ratio_both_ways_and_stores_valid_transitions(pre
                       replay_ratio_tolerance=0.1, train_frames=1200,
                       prefetch_targets=prefetch_targets)  # fmt: skip
     trainer = Trainer(config)
+    threads = []  # which thread ran each target network pass
+    trainer.learner.target.register_forward_hook(
+        lambda *_: threads.append(threading.current_thread().name)
+    )
     rows = [trainer.run_iteration() for _ in range(2)]
     assert 0 <= rows[1]["learner_wait_fraction"] < 1
+    # With prefetching, the targets come from its thread (the learner recomputes only
+    # those of batches made before a target copy), and the thread ends with the phase.
+    prefetched = threads.count("qzoo-prefetch")
+    assert prefetched > 0.9 * len(threads) if prefetch_targets else prefetched == 0
+    assert not [t for t in threading.enumerate() if t.name == "qzoo-prefetch"]
     gate = trainer.driver.gate
     # One update of slack and one actor step (4 frames x 1/4 update) on top of 10%.
     slack = (1 + 4 * gate.per_unit) / gate.settle
@@ -280,7 +290,7 @@ BAD = [
     (["--eps-final-min", "0.01", "--apex-epsilon", "0.4"], "--apex-epsilon: bad value 0.4"),
     (["--apex-alpha", "3"], "--apex-alpha: bad value 3; expected no --apex-alpha here"),
     (["--acting", "async", "--recurrent"], "--acting: bad value async; expected serial or"),
-    (["--prefetch-targets"], "--prefetch-targets: bad value true; expected no --prefetch-t"),
+    (["--prefetch-targets"], "--prefetch-targets: bad value true; expected false with --acting serial"),
     (["--acting", "async", "--prefetch-targets", "--deterministic"], "false with --determ"),
     (["--acting", "async", "--prefetch-targets", "--noisy"], "false with --noisy: its target"),
     (["--acting", "async", "--prefetch-targets", "--distribution", "implicit_quantile"],

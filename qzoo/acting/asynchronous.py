@@ -5,8 +5,8 @@ the environments (in --actor-workers processes when above 1) and writing rows in
 the shared replay under a lock (rlpyt's async buffers, B6.5: one writer, readers
 under the same lock). The learner, in the trainer's thread, samples, updates and
 writes priorities back under that lock (the SGD step itself runs outside it), and
-publishes its weights to the actor every --publish-period updates
-(`Policy.load_weights(learner.weights())`). A `RatioGate` (ratio.py) holds the
+publishes its weights to the actor every --publish-period updates (copied tensor to
+tensor into a staging copy the actor takes at its next action: `_LockedPolicy`). A `RatioGate` (ratio.py) holds the
 replay ratio both ways: the learner waits when it is ahead, the actor when it is
 ahead (rlpyt's sampler never waits: issue #138). Target updates are counted in
 updates (rlpyt): every target-network-update-period x updates-per-frame of them.
@@ -150,6 +150,8 @@ class AsyncDriver(SerialDriver):
             thread.join()
         if errors:
             raise errors[0]
+        if prefetcher and prefetcher.error is not None:  # on a batch nobody took
+            raise prefetcher.error
         stats = result["stats"]
         stats["learner_wait_fraction"] = waited / (time.perf_counter() - started)
         return stats

@@ -14,9 +14,11 @@ one batch of lookahead.
 What it keeps and what it changes. The targets are those the learner would compute:
 the same target weights (a batch made before a target copy is given back to the
 learner without them, `Prefetcher.get`, and its targets are computed in the update)
-on the same inputs. Sampling happens one update earlier: uniform sampling draws from
-a replay a few actor steps older, and prioritized sampling sees the priorities of all
-but the latest update (its batch was drawn before that update wrote them). Only for
+on the same inputs. Each batch is sampled when the learner takes the one before it:
+one update earlier, plus any time the learner then waits at the ratio gate (2-4% of
+a Pong phase). Uniform sampling draws from a replay those actor steps older, and
+prioritized sampling sees the priorities of all but the latest update (its batch was
+drawn before that update wrote them). Only for
 target networks that draw nothing at s_t (no noisy layers, not IQN's taus), since the
 learner's random stream must not be shared between threads (options_features.py
 refuses the rest).
@@ -44,7 +46,7 @@ class Prefetcher:
         self._ready, self._taken = queue.Queue(), threading.Semaphore(1)
         self._stop = threading.Event()
         self._thread = None
-        self._error = None
+        self.error = None  # what the thread raised, if anything
 
     def update_target(self, tau):
         """The learner's target update, ordered against the prefetcher's reads."""
@@ -63,15 +65,16 @@ class Prefetcher:
                 batch, version = self._ready.get(timeout=0.1)
                 break
             except queue.Empty:
-                if self._error is not None:
-                    raise self._error
+                if self.error is not None:
+                    raise self.error
         self._taken.release()
         if version != self.version:  # a target copy happened since: recompute
             batch = batch._replace(target_t=None)
         return batch
 
     def stop(self):
-        """Stops and joins the thread; a batch made and not taken is dropped."""
+        """Stops and joins the thread; a batch made and not taken is dropped (and an
+        error raised on it stays in `error`)."""
         self._stop.set()
         self._taken.release()  # wakes a thread waiting for the last batch to be taken
         if self._thread is not None:
@@ -92,4 +95,4 @@ class Prefetcher:
                         target_t = learner.target(batch.s_t)
                 self._ready.put((batch._replace(target_t=target_t), version))
         except BaseException as error:  # noqa: BLE001 (raised again in the learner's thread)
-            self._error = error
+            self.error = error
