@@ -6,25 +6,27 @@ the shared replay under a lock (rlpyt's async buffers, B6.5: one writer, readers
 under the same lock). The learner, in the trainer's thread, samples, updates and
 writes priorities back under that lock (the SGD step itself runs outside it), and
 publishes its weights to the actor every --publish-period updates (copied tensor to
-tensor into a staging copy the actor takes at its next action: `_LockedPolicy`). A `RatioGate` (ratio.py) holds the
-replay ratio both ways: the learner waits when it is ahead, the actor when it is
-ahead (rlpyt's sampler never waits: issue #138). Target updates are counted in
-updates (rlpyt): every target-network-update-period x updates-per-frame of them.
+tensor into a staging copy the actor takes at its next action: `_LockedPolicy`). A
+`RatioGate` (ratio.py) holds the replay ratio both ways: the learner waits when it
+is ahead, the actor when it is ahead (rlpyt's sampler never waits: issue #138).
+Target updates are counted in updates (rlpyt): every target-network-update-period x
+updates-per-frame of them.
 
 Guarantees. Every stored transition is valid (whole rows under the lock); the
 realised ratio stays within --replay-ratio-tolerance of the target up to one update
 and one actor step (RatioGate); at the end of a phase the learner catches up to the
 updates due, so each results row has at least the synchronous schedule's number of
 updates and at most --replay-ratio-tolerance more (counted from the phase's first
-learnable frame; a fraction of an update per phase is dropped). As in rlpyt, a prioritized batch's new priorities are written after its
-SGD step: a slot the actor overwrote meanwhile gets its predecessor's priority
-(a slot's priority, not a transition, is wrong; rare at replay sizes far above
-the rows written during one update). With --prefetch-targets, a thread of its own
-samples each batch and computes its targets one update ahead (prefetch.py: the same
-targets; sampling one update earlier). Not guaranteed: which weights acted on which step, hence the results
-of two runs with one seed, and what a resumed run does (a checkpoint is written
-between phases, when both sides are idle; resuming continues from it, but the run
-differs from an uninterrupted one as any two async runs do).
+learnable frame; a fraction of an update per phase is dropped). As in rlpyt, a
+prioritized batch's new priorities are written after its SGD step: a slot the actor
+overwrote meanwhile gets its predecessor's priority (a slot's priority, not a
+transition, is wrong; rare at replay sizes far above the rows written during one
+update). With --prefetch-targets, a thread of its own samples each batch and
+computes its targets one update ahead (prefetch.py: the same targets; sampling one
+update earlier). Not guaranteed: which weights acted on which step, hence the
+results of two runs with one seed, and what a resumed run does (a checkpoint is
+written between phases, when both sides are idle; resuming continues from it, but
+the run differs from an uninterrupted one as any two async runs do).
 
 --deterministic runs the same schedule in lockstep, in one thread: after each actor
 step the learner does every update the gate allows (floor of the target), and the

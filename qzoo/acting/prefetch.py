@@ -1,6 +1,6 @@
 """The learner's next batch and its targets, made while it updates (--prefetch-targets).
 
-On a CPU, a third of a convolutional update is the target network's forward pass at
+On a CPU, nearly a quarter of a convolutional update is the target network's pass at
 s_t (4.7 of 20.4 ms for DQN's Nature network on Pong in bfloat16; BENCHMARKS.md), and
 it depends on nothing the update changes: the target network is fixed between copies.
 With --acting async and this option, a thread of its own samples the learner's next
@@ -18,10 +18,10 @@ on the same inputs. Each batch is sampled when the learner takes the one before 
 one update earlier, plus any time the learner then waits at the ratio gate (2-4% of
 a Pong phase). Uniform sampling draws from a replay those actor steps older, and
 prioritized sampling sees the priorities of all but the latest update (its batch was
-drawn before that update wrote them). Only for
-target networks that draw nothing at s_t (no noisy layers, not IQN's taus), since the
-learner's random stream must not be shared between threads (options_features.py
-refuses the rest).
+drawn before that update wrote them). Only for target networks that draw nothing at
+s_t (no noisy layers, not IQN's taus), since the learner's random stream must not be
+shared between threads (options_features.py refuses the rest). On a GPU both threads
+queue on the default stream, so the target pass does not overlap the update there.
 """
 
 import queue
