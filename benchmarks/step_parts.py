@@ -29,6 +29,7 @@ from qzoo.replay.frames import FrameStacker
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import qzoo_options  # benchmarks/ is not a package
+from timing import timed
 
 
 def main():
@@ -49,18 +50,6 @@ def main():
 
     seconds = collections.Counter()
 
-    def timed(owner, name, part):
-        method = getattr(owner, name)
-
-        def wrapper(*args, **kwargs):
-            begin = time.thread_time()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                seconds[part] += time.thread_time() - begin
-
-        setattr(owner, name, wrapper)
-
     actor = trainer.actor
     for owner, name, part in [
         (Policy, "__call__", "policy"), (FrameStacker, "push", "stacker"),
@@ -70,12 +59,12 @@ def main():
         (trainer.learner, "learn", "learner_learn"),
         (trainer.learner, "update_target", "learner_target_copy"), (actor, "step", "actor"),
     ]:  # fmt: skip
-        timed(owner, name, part)
+        timed(owner, name, lambda t, part=part: seconds.update({part: t}))
     make_env = actor.make_env
 
     def timed_env(*args, **kwargs):
         env = make_env(*args, **kwargs)
-        timed(env, "step", "env")
+        timed(env, "step", lambda t: seconds.update({"env": t}))
         return env
 
     actor.make_env = timed_env

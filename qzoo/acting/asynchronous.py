@@ -93,7 +93,7 @@ class AsyncDriver(SerialDriver):
         target update when due, and publishing."""
         trainer, config = self.trainer, self.trainer.config
         before = trainer.transitions_sampled // config.batch_size
-        trainer.learn_once(lock, prefetcher and prefetcher.get())
+        trainer.learn_once(lock, prefetcher.get() if prefetcher else None)
         self.gate.add_consumed(1)
         if trainer.updates.target_due_after(before, before + 1):
             update = prefetcher.update_target if prefetcher else trainer.learner.update_target
