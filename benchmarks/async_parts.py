@@ -5,7 +5,7 @@ milliseconds inside `Learner.learn`, publishing the weights to the actor, waitin
 the ratio gate and waiting for the prefetched batch.
 
     python benchmarks/async_parts.py [--steps 1500] [--warmup 2000] [--no-prefetch]
-        [--precision bfloat16|float32]
+        [--precision bfloat16|float32] [--pin-threads]
 
 Each part is timed by wrapping the method doing it.
 """
@@ -32,10 +32,11 @@ def main():
     parser.add_argument("--warmup", type=int, default=2000)
     parser.add_argument("--no-prefetch", action="store_true")
     parser.add_argument("--precision", choices=("float32", "bfloat16"), default="bfloat16")
+    parser.add_argument("--pin-threads", action="store_true")
     args = parser.parse_args()
     options = qzoo_options("pong", args.warmup, 1)
     options.update(precision=args.precision, acting="async",
-                   prefetch_targets=not args.no_prefetch)  # fmt: skip
+                   prefetch_targets=not args.no_prefetch, pin_threads=args.pin_threads)  # fmt: skip
     config = build_config("dqn", options)
     qzoo_threads.apply(config)
     trainer = Trainer(config)
@@ -58,7 +59,7 @@ def main():
     )
     print(json.dumps({
         "name": "async_parts", "precision": args.precision,
-        "prefetch_targets": not args.no_prefetch,
+        "prefetch_targets": not args.no_prefetch, "pin_threads": args.pin_threads,
         "agent_steps_per_second": args.steps / wall, "cores_busy": cpu / wall,
         "updates": updates, **{k: round(v, 3) for k, v in per_update.items()},
         "cpus": os.cpu_count(),

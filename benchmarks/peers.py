@@ -60,11 +60,13 @@ PEERS = ("qzoo", "cleanrl", "sb3")
 # before the timed window, in the first learning step) and --precision bfloat16; and
 # qzoo acting beside its learner (--acting async --prefetch-targets: the learner's thread,
 # and the actor's and prefetcher's threads, one PyTorch thread each whatever --threads
-# says: two cores busy; compare it with peers given --threads 2).
+# says: two cores busy; compare it with peers given --threads 2), and the same with the
+# learner's thread on a core of its own (--pin-threads).
+ASYNC = {"precision": "bfloat16", "acting": "async", "prefetch_targets": True, "threads": 1}
 VARIANTS = {"qzoo_compiled": {"compile": True}, "qzoo_bfloat16": {"precision": "bfloat16"},
             "qzoo_bfloat16_compiled": {"precision": "bfloat16", "compile": True},
-            "qzoo_bfloat16_async": {"precision": "bfloat16", "acting": "async",
-                                    "prefetch_targets": True, "threads": 1}}  # fmt: skip
+            "qzoo_bfloat16_async": ASYNC,
+            "qzoo_bfloat16_async_pinned": {**ASYNC, "pin_threads": True}}  # fmt: skip
 CHILDREN = PEERS + tuple(VARIANTS) + ("qzoo_before",)
 ENVS = {
     "pong": {"gym_id": "PongNoFrameskip-v4", "batch": 32, "every": 4, "capacity": 100_000,

@@ -258,6 +258,9 @@ class Config:
                                     "runs the target network on it while the learner "
                                     "updates (prioritized sampling sees priorities one "
                                     "update late)")
+    pin_threads: bool = option(False, "run", "async with --threads 1 (Linux): the learner's "
+                               "thread on the first core this process may use, the actor's "
+                               "and the prefetcher's on the others")
     deterministic: bool = option(False, "run", "async: actor and learner in lockstep in one "
                                  "thread (reproducible, exact resume)")
     precision: str = option("float32", "run", "the learner's forward and backward passes: "

@@ -9,6 +9,7 @@ same process (`online`) or as a state dict elsewhere (`weights()`).
 
 import contextlib
 import copy
+import threading
 
 import numpy as np
 import torch
@@ -40,6 +41,10 @@ class Learner:
         self.objective = make_objective(config)
         self.generator = generator
         self._stats = torch.zeros(3, device=self.device)  # loss sum, q sum, updates
+        # Held around the eager update's optimizer step, so that a thread copying the
+        # online weights (the async actor, acting/asynchronous.py) never reads half a
+        # step; None for the compiled update, which steps inside its graph.
+        self.step_lock = None if config.compile else threading.Lock()
         # A replay on a device takes priorities as device tensors (device_samplers.py):
         # no copy to the host, so nothing waits for the update to finish.
         self._host_priorities = config.replay_device == "host"
@@ -77,7 +82,8 @@ class Learner:
             loss, mean_q, priorities = loss.detach(), out.q_tm1.detach().mean(), out.priorities
             if config.max_global_grad_norm > 0:
                 clip_by_global_norm_(self._parameters, config.max_global_grad_norm)
-            self.optimizer.step()
+            with self.step_lock:
+                self.optimizer.step()
         # Statistics stay on the device: reading them every step would stall a GPU.
         with torch.no_grad():
             self._stats += torch.stack([loss, mean_q, loss.new_ones(())])

@@ -206,6 +206,22 @@ def prefetch_relations(c):
     ]  # fmt: skip
 
 
+# --pin-threads (threads.py, issue 13): the learner's thread on a core of its own.
+def pin_relations(c):
+    if not c.pin_threads:
+        return []
+    return [
+        (("pin_threads", "acting"), c.acting == "async",
+         f"false with --acting {c.acting}: it pins the threads of --acting async"),
+        (("pin_threads", "deterministic"), not c.deterministic,
+         "false with --deterministic (lockstep runs in one thread)"),
+        # PyTorch's pool threads, made before a phase starts, would keep every core.
+        (("pin_threads", "threads"), c.threads == 1,
+         (f"false with --threads {c.threads}: it pins one PyTorch thread per Python thread "
+          "(--threads 1)")),
+    ]  # fmt: skip
+
+
 # Replay on a torch device (replay/device.py, issue 13): what it does not take yet.
 def device_replay_relations(c):
     if c.replay_device == "host":

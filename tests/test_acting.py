@@ -3,6 +3,7 @@ decorrelated starts, soft target updates, and the acting drivers (serial, parall
 alternating, async), checked by hand, against serial, and against CartPole's own
 dynamics (every stored transition must be one the environment can make)."""
 
+import os
 import threading
 import types
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from qzoo import checkpoint
+from qzoo import threads as qzoo_threads
 from qzoo.acting.epsilon import decorrelate, final_epsilons, training_epsilon
 from qzoo.acting.ratio import RatioGate, UpdateSchedule, updates_per_frame
 from qzoo.actors import Actor, Policy
@@ -219,23 +221,47 @@ def test_alternating_halves_store_valid_transitions():
     assert int(rows[2]["train_num_updates"]) > 0 and int(rows[2]["train_num_episodes"]) > 0
 
 
-@pytest.mark.parametrize("prefetch_targets", [False, True])
-def test_async_holds_the_replay_ratio_both_ways_and_stores_valid_transitions(prefetch_targets):
+@pytest.mark.parametrize("prefetch_targets, pin_threads", [
+    (False, False), (True, False),
+    pytest.param(True, True, marks=pytest.mark.skipif(
+        qzoo_threads.pinned_cores() is None, reason="one usable core, or no affinity")),
+])  # fmt: skip
+def test_async_holds_the_replay_ratio_both_ways_and_stores_valid_transitions(
+    prefetch_targets, pin_threads
+):
     config = cartpole(acting="async", replay_ratio=16.0, learn_period=1,
-                      replay_ratio_tolerance=0.1, train_frames=1200,
-                      prefetch_targets=prefetch_targets)  # fmt: skip
+                      replay_ratio_tolerance=0.1, train_frames=1200, threads=1,
+                      prefetch_targets=prefetch_targets, pin_threads=pin_threads)  # fmt: skip
     trainer = Trainer(config)
-    threads = []  # which thread ran each target network pass
-    trainer.learner.target.register_forward_hook(
-        lambda *_: threads.append(threading.current_thread().name)
-    )
+    targets = []  # which thread ran each target network pass
+    ran_on = {}  # each thread's cores, at each network pass and each stored row
+
+    def record(*_):
+        name = threading.current_thread().name
+        ran_on.setdefault(name, set()).add(frozenset(os.sched_getaffinity(0)))
+
+    trainer.learner.target.register_forward_hook(lambda *_: targets.append(
+        threading.current_thread().name) or record())  # fmt: skip
+    trainer.learner.online.register_forward_hook(record)
+    store = trainer.store  # called in the actor's thread
+    trainer.store = lambda *args: record() or store(*args)
+    cores = os.sched_getaffinity(0)
     rows = [trainer.run_iteration() for _ in range(2)]
     assert 0 <= rows[1]["learner_wait_fraction"] < 1
     # With prefetching, the targets come from its thread (the learner recomputes only
     # those of batches made before a target copy), and the thread ends with the phase.
-    prefetched = threads.count("qzoo-prefetch")
-    assert prefetched > 0.9 * len(threads) if prefetch_targets else prefetched == 0
+    prefetched = targets.count("qzoo-prefetch")
+    assert prefetched > 0.9 * len(targets) if prefetch_targets else prefetched == 0
     assert not [t for t in threading.enumerate() if t.name == "qzoo-prefetch"]
+    # --pin-threads: the learner's thread on the first core, the others on the rest;
+    # each thread's cores given back after the phase (evaluation runs anywhere).
+    if pin_threads:
+        learner_cores, other_cores = qzoo_threads.pinned_cores()
+        assert ran_on["qzoo-actor"] == ran_on["qzoo-prefetch"] == {frozenset(other_cores)}
+        assert ran_on["MainThread"] == {frozenset(learner_cores)}  # its updates
+    else:
+        assert all(on == {frozenset(cores)} for on in ran_on.values())
+    assert os.sched_getaffinity(0) == cores
     gate = trainer.driver.gate
     # One update of slack and one actor step (4 frames x 1/4 update) on top of 10%.
     slack = (1 + 4 * gate.per_unit) / gate.settle
@@ -298,6 +324,11 @@ BAD = [
     (["--acting", "async", "--prefetch-targets", "--target-update-tau", "0.5"],
      "--prefetch-targets: bad value true; expected false with --target-update-tau below 1"),
     (["--acting", "async", "--prefetch-targets", "--compile"], "false with --compile"),
+    (["--pin-threads"], "--pin-threads: bad value true; expected false with --acting serial"),
+    (["--acting", "async", "--pin-threads", "--threads", "1", "--deterministic"],
+     "--pin-threads: bad value true; expected false with --deterministic"),
+    (["--acting", "async", "--pin-threads"],
+     "--pin-threads: bad value true; expected false with --threads 0: it pins one PyTorch"),
 ]  # fmt: skip
 
 

@@ -127,23 +127,3 @@ def test_target_copies_racing_the_thread_never_leave_a_replaced_networks_targets
     finally:
         prefetcher.stop()
     assert reused > 0
-
-
-def test_the_actor_takes_published_weights_at_its_next_action_and_only_those():
-    from qzoo.acting.asynchronous import _LockedPolicy
-
-    config = make_config("dqn", "CartPole-v1", "gym", {})
-    online = make_network(config, envs.describe(config), (4,))
-    actor = make_network(config, envs.describe(config), (4,)).requires_grad_(False)
-    policy = _LockedPolicy(actor, 1)
-    obs, eps = np.ones((1, 4), np.float32), np.zeros(1)
-    policy.load_weights(online.state_dict())
-    published = {k: v.clone() for k, v in online.state_dict().items()}
-    with torch.no_grad():  # the learner's next updates, not published
-        for p in online.parameters():
-            p.add_(1.0)
-    # Not taken yet: the actor's network changes only in its own thread, at an action.
-    assert any(not torch.equal(v, published[k]) for k, v in actor.state_dict().items())
-    policy(obs, eps, torch.Generator().manual_seed(0))
-    for name, value in actor.state_dict().items():
-        assert torch.equal(value, published[name]), name

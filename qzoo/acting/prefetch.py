@@ -30,14 +30,16 @@ import threading
 import torch
 
 from qzoo.learner import autocast
+from qzoo.threads import pinned
 
 
 class Prefetcher:
     """Samples batches for `trainer` under `lock` and attaches the target network's
-    outputs at s_t (`Batch.target_t`), one batch ahead of `get()`."""
+    outputs at s_t (`Batch.target_t`), one batch ahead of `get()`; its thread runs on
+    `cores` (None: anywhere)."""
 
-    def __init__(self, trainer, lock):
-        self.trainer, self.lock = trainer, lock
+    def __init__(self, trainer, lock, cores=None):
+        self.trainer, self.lock, self.cores = trainer, lock, cores
         # Held while the target network is read here or written by a target copy;
         # `version` counts the copies, so a batch made before one is recognised.
         self.target_lock = threading.Lock()
@@ -84,15 +86,16 @@ class Prefetcher:
     def _run(self):
         trainer, learner = self.trainer, self.trainer.learner
         try:
-            while True:
-                self._taken.acquire()
-                if self._stop.is_set():
-                    return
-                batch = trainer.sample_batch(self.lock).to(learner.device)
-                with self.target_lock, torch.no_grad():
-                    version = self.version
-                    with autocast(trainer.config.precision, learner.device):
-                        target_t = learner.target(batch.s_t)
-                self._ready.put((batch._replace(target_t=target_t), version))
+            with pinned(self.cores):
+                while True:
+                    self._taken.acquire()
+                    if self._stop.is_set():
+                        return
+                    batch = trainer.sample_batch(self.lock).to(learner.device)
+                    with self.target_lock, torch.no_grad():
+                        version = self.version
+                        with autocast(trainer.config.precision, learner.device):
+                            target_t = learner.target(batch.s_t)
+                    self._ready.put((batch._replace(target_t=target_t), version))
         except BaseException as error:  # noqa: BLE001 (raised again in the learner's thread)
             self.error = error

@@ -1,0 +1,120 @@
+"""How --acting async gets the learner's weights to its actor (`_LockedPolicy`), and
+--pin-threads' cores (qzoo/threads.py)."""
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from qzoo import envs, threads
+from qzoo.acting.asynchronous import AsyncDriver, _LockedPolicy
+from qzoo.config import make_config
+from qzoo.networks import make_network
+
+OBS, EPS = np.ones((1, 4), np.float32), np.zeros(1)
+
+
+def networks():
+    config = make_config("dqn", "CartPole-v1", "gym", {})
+    online = make_network(config, envs.describe(config), (4,))
+    actor = make_network(config, envs.describe(config), (4,)).requires_grad_(False)
+    return online, actor
+
+
+def act(policy):
+    return policy(OBS, EPS, torch.Generator().manual_seed(0))
+
+
+def same(a, b):
+    return all(torch.equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())
+
+
+def step(online, by=1.0):
+    """What an optimizer step does to the weights: writes them in place."""
+    with torch.no_grad():
+        for p in online.parameters():
+            p.add_(by)
+
+
+def test_staged_the_actor_takes_the_published_weights_at_its_next_action_and_only_those():
+    online, actor = networks()
+    policy = _LockedPolicy(actor, 1)
+    policy.publish(online)
+    published = {k: v.clone() for k, v in online.state_dict().items()}
+    step(online)  # the learner's next update, not published
+    # Not taken yet: the actor's network changes only in its own thread, at an action.
+    assert any(not torch.equal(v, published[k]) for k, v in actor.state_dict().items())
+    act(policy)
+    for name, value in actor.state_dict().items():
+        assert torch.equal(value, published[name]), name
+
+
+def test_pulled_the_actor_copies_the_newest_weights_and_never_during_a_step():
+    online, actor = networks()
+    step_lock = threading.Lock()
+    policy = _LockedPolicy(actor, 1, source=(online, step_lock))
+    policy.publish(online)  # only a flag: nothing copied in the learner's thread
+    assert not same(actor, online)
+    step(online)  # a later update than the published one: the actor gets it too
+    act(policy)
+    assert same(actor, online)
+    act(policy)  # nothing published since: nothing copied
+    step(online)
+    assert not same(actor, online)
+
+    # A publish while the learner is inside an optimizer step (it holds step_lock):
+    # the actor's copy waits for the step to end, then takes its result.
+    policy.publish(online)
+    step_lock.acquire()
+    step(online, 0.5)  # the first half of a step
+    acting = threading.Thread(target=act, args=(policy,))
+    acting.start()
+    time.sleep(0.2)
+    assert acting.is_alive()  # waiting for the lock, not copying half a step
+    step(online, 0.5)
+    step_lock.release()
+    acting.join(timeout=10)
+    assert not acting.is_alive() and same(actor, online)
+
+
+@pytest.mark.parametrize("options, pulled", [
+    ({"acting": "async"}, True),
+    ({"acting": "async", "deterministic": True}, False),  # exactly the published weights
+    ({"acting": "async", "compile": True}, False),  # the step is inside the graph
+])  # fmt: skip
+def test_async_pulls_weights_from_an_eager_learner_and_stages_them_otherwise(options, pulled):
+    from qzoo.loop import Trainer
+
+    config = make_config("dqn", "CartPole-v1", "gym", {"replay_capacity": 10_000, **options})
+    trainer = Trainer(config)
+    policy = trainer.driver.actor_policy
+    assert isinstance(trainer.driver, AsyncDriver)
+    assert (policy._source is not None) == pulled
+    if pulled:
+        assert policy._source == (trainer.learner.online, trainer.learner.step_lock)
+
+
+@pytest.mark.skipif(threads.pinned_cores() is None, reason="one usable core, or no affinity")
+def test_pinned_runs_the_calling_thread_on_the_cores_given_and_restores_its_own():
+    before = os.sched_getaffinity(0)
+    learner_cores, other_cores = threads.pinned_cores()
+    assert learner_cores == {min(before)} and other_cores == before - learner_cores
+    seen = {}
+
+    def other():
+        with threads.pinned(other_cores):
+            seen["other"] = os.sched_getaffinity(0)
+
+    with threads.pinned(learner_cores):
+        assert os.sched_getaffinity(0) == learner_cores
+        thread = threading.Thread(target=other)  # pins itself, not the calling thread
+        thread.start()
+        thread.join()
+        assert os.sched_getaffinity(0) == learner_cores
+    assert seen["other"] == other_cores
+    assert os.sched_getaffinity(0) == before
+    with threads.pinned(None):
+        assert os.sched_getaffinity(0) == before
