@@ -5,9 +5,10 @@ milliseconds inside `Learner.learn`, publishing the weights to the actor, waitin
 the ratio gate and waiting for the prefetched batch.
 
     python benchmarks/async_parts.py [--steps 1500] [--warmup 2000] [--no-prefetch]
-        [--precision bfloat16|float32] [--pin-threads]
+        [--precision bfloat16|float32] [--pin-threads] [--staged-weights]
 
-Each part is timed by wrapping the method doing it.
+Each part is timed by wrapping the method doing it. --staged-weights has the learner copy
+its weights for the actor (as a compiled update does) instead of the actor pulling them.
 """
 
 import argparse
@@ -33,6 +34,7 @@ def main():
     parser.add_argument("--no-prefetch", action="store_true")
     parser.add_argument("--precision", choices=("float32", "bfloat16"), default="bfloat16")
     parser.add_argument("--pin-threads", action="store_true")
+    parser.add_argument("--staged-weights", action="store_true")
     args = parser.parse_args()
     options = qzoo_options("pong", args.warmup, 1)
     options.update(precision=args.precision, acting="async",
@@ -40,6 +42,8 @@ def main():
     config = build_config("dqn", options)
     qzoo_threads.apply(config)
     trainer = Trainer(config)
+    if args.staged_weights:
+        trainer.driver.actor_policy._source = None
     trainer.train_phase(config.min_replay_size * 4 + config.learn_period)  # warm-up
     parts = {"learn": [], "learn_cpu": [], "publish": [], "prefetch_wait": []}
     wall_clock = time.perf_counter
@@ -60,6 +64,7 @@ def main():
     print(json.dumps({
         "name": "async_parts", "precision": args.precision,
         "prefetch_targets": not args.no_prefetch, "pin_threads": args.pin_threads,
+        "staged_weights": args.staged_weights,
         "agent_steps_per_second": args.steps / wall, "cores_busy": cpu / wall,
         "updates": updates, **{k: round(v, 3) for k, v in per_update.items()},
         "cpus": os.cpu_count(),
