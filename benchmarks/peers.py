@@ -28,9 +28,11 @@ Each peer runs its own pipeline (CleanRL and SB3: Gymnasium's ALE with Python
 wrappers; qzoo: ale-py's vector environment), as a user would. Every process gets the
 same PyTorch thread count (`--threads`, also exported as OMP_NUM_THREADS).
 
-`--peers` may also name qzoo variants: qzoo_compiled (`--compile`), qzoo_bfloat16
-(`--precision bfloat16`) and qzoo_bfloat16_compiled (both); each is compared with
-every non-qzoo peer.
+`--peers` may also name qzoo variants (VARIANTS below): qzoo_compiled (`--compile`),
+qzoo_bfloat16 (`--precision bfloat16`), qzoo_bfloat16_compiled (both), the async ones
+on Pong, and on CartPole qzoo_cleanrl_mlp (CleanRL's 120, 84 network exactly:
+`--mlp-layers 120,84`), its compiled form, and that on 8 environments; each is
+compared with every non-qzoo peer.
 
 Peers are found, never downloaded: Stable-Baselines3 from the installed
 `stable_baselines3` package (`pip install stable-baselines3 opencv-python-headless`),
@@ -63,10 +65,17 @@ PEERS = ("qzoo", "cleanrl", "sb3")
 # says: two cores busy; compare it with peers given --threads 2), and the same with the
 # learner's thread on a core of its own (--pin-threads).
 ASYNC = {"precision": "bfloat16", "acting": "async", "prefetch_targets": True, "threads": 1}
+CLEANRL_MLP = {"mlp_layers": "120,84"}
 VARIANTS = {"qzoo_compiled": {"compile": True}, "qzoo_bfloat16": {"precision": "bfloat16"},
             "qzoo_bfloat16_compiled": {"precision": "bfloat16", "compile": True},
             "qzoo_bfloat16_async": ASYNC,
-            "qzoo_bfloat16_async_pinned": {**ASYNC, "pin_threads": True}}  # fmt: skip
+            "qzoo_bfloat16_async_pinned": {**ASYNC, "pin_threads": True},
+            # CartPole only: CleanRL dqn.py's own network (--mlp-layers 120,84), compiled,
+            # and acting on 8 environments at once (CleanRL's dqn.py refuses more than one;
+            # the ratio stays one update of 128 per 10 agent steps).
+            "qzoo_cleanrl_mlp": CLEANRL_MLP,
+            "qzoo_cleanrl_mlp_compiled": {**CLEANRL_MLP, "compile": True},
+            "qzoo_cleanrl_mlp_compiled_envs8": {**CLEANRL_MLP, "compile": True, "num_envs": 8}}  # fmt: skip
 CHILDREN = PEERS + tuple(VARIANTS) + ("qzoo_before",)
 ENVS = {
     "pong": {"gym_id": "PongNoFrameskip-v4", "batch": 32, "every": 4, "capacity": 100_000,

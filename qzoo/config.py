@@ -22,7 +22,7 @@ import sys
 
 from qzoo import options as options_lib
 from qzoo.errors import UserError, closest
-from qzoo.options import Bool, Choice, Int, Real, Text
+from qzoo.options import Bool, Choice, Int, Real, Text, Widths
 from qzoo.presets import DOMAIN_DEFAULTS, PRESETS  # the layers below; data, in their module
 
 GROUPS = ("env", "network", "loss", "replay", "optimizer", "schedule", "run")
@@ -71,7 +71,11 @@ class Config:
     init: str = option("dqn_zoo", "network", "weights: dqn_zoo U(+-1/sqrt(fan_in)), or "
                        "Dopamine's glorot or variance_scaling (zero biases)",
                        Choice("dqn_zoo", "glorot", "variance_scaling"))
-    mlp_hidden: int = option(64, "network", "units in each of the mlp torso's two layers", SIZE)
+    mlp_hidden: int = option(64, "network", "units in each of the mlp torso's two layers "
+                             "and in the head's hidden layer", SIZE)
+    mlp_layers: str = option("", "network", "the mlp's hidden layers instead, e.g. 120,84 "
+                             "(CleanRL's dqn.py), then one linear layer to the outputs (per "
+                             "dueling stream); '' is --mlp-hidden's three", Widths())
     dueling: bool = option(False, "network", "value and advantage streams (Wang et al. 2016)")
     noisy: bool = option(False, "network", "factorised noisy linear layers in the head "
                          "(Fortunato et al. 2018)")

@@ -85,7 +85,8 @@ class NoisyLinear(nn.Module):
 
 class Head(nn.Module):
     """Linear(hidden) -> ReLU -> Linear(A x K), or dueling streams (Wang et al. 2016,
-    arXiv:1511.06581): Q = V + A - mean_a A, per atom or quantile. With
+    arXiv:1511.06581): Q = V + A - mean_a A, per atom or quantile; `hidden` 0: no
+    hidden layer, each stream one Linear (--mlp-layers). With
     `noisy_weight_init` > 0 every layer is a NoisyLinear; as in DQN Zoo's Rainbow the
     dueling streams' last noisy layers then have no mu bias."""
 
@@ -100,20 +101,24 @@ class Head(nn.Module):
             return nn.Linear(i, o, bias=bias)
 
         last_bias = noisy_weight_init == 0
+        fan_in = hidden or in_features  # the last layer's
+
+        def hidden_layer():  # none with hidden 0 (--mlp-layers)
+            return [linear(in_features, hidden), nn.ReLU()] if hidden else []
+
+        # Layers are made in the order they always were: noisy layers draw their
+        # initial weights from PyTorch's global stream as they are made.
         if dueling:
             self.advantage = nn.Sequential(
-                linear(in_features, hidden), nn.ReLU(),
-                linear(hidden, num_actions * width, last_bias),
-            )  # fmt: skip
-            self.value = nn.Sequential(
-                linear(in_features, hidden), nn.ReLU(), linear(hidden, width, last_bias)
+                *hidden_layer(), linear(fan_in, num_actions * width, last_bias)
             )
+            self.value = nn.Sequential(*hidden_layer(), linear(fan_in, width, last_bias))
         else:
             if shared_bias and noisy_weight_init == 0:
-                last = SharedBiasLinear(hidden, num_actions * width)
+                last = SharedBiasLinear(fan_in, num_actions * width)
             else:
-                last = linear(hidden, num_actions * width)
-            self.net = nn.Sequential(linear(in_features, hidden), nn.ReLU(), last)
+                last = linear(fan_in, num_actions * width)
+            self.net = nn.Sequential(*hidden_layer(), last)
 
     def forward(self, x, generator=None):
         """[B, F] -> [B, A, K]; noisy layers draw their noise from `generator`."""

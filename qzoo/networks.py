@@ -135,17 +135,28 @@ class MinAtarTorso(nn.Module):
 
 
 class MlpTorso(nn.Module):
-    """Two ReLU layers for vector observations."""
+    """ReLU layers of the given widths for vector observations."""
 
-    def __init__(self, in_features, hidden):
+    def __init__(self, in_features, widths):
         super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
-        )
-        self.out_features = hidden
+        layers = []
+        for width in widths:
+            layers += [nn.Linear(in_features, width), nn.ReLU()]
+            in_features = width
+        self.net = nn.Sequential(*layers)
+        self.out_features = in_features
 
     def forward(self, x):
         return self.net(x)
+
+
+def mlp_shape(config):
+    """(the MLP torso's widths, the head's hidden units): two layers of --mlp-hidden
+    and a hidden layer of as many in the head, or --mlp-layers' widths and a head
+    with no hidden layer (0), as CleanRL's dqn.py's 120, 84 then the Q-values."""
+    if config.mlp_layers:
+        return tuple(int(w) for w in config.mlp_layers.split(",")), 0
+    return (config.mlp_hidden, config.mlp_hidden), config.mlp_hidden
 
 
 def _input_dtype(obs):
@@ -326,8 +337,8 @@ def make_network(config, info, observation_shape):
     elif torso == "minatar_cnn":
         body, hidden = MinAtarTorso(observation_shape[0], *observation_shape[1:]), 128
     else:
-        body = MlpTorso(int(math.prod(observation_shape)), config.mlp_hidden)
-        hidden = config.mlp_hidden
+        widths, hidden = mlp_shape(config)
+        body = MlpTorso(int(math.prod(observation_shape)), widths)
     kind = config.distribution
     width = {"categorical": config.num_atoms, "quantile": config.num_quantiles,
              "none": config.num_heads}.get(kind, 1)  # fmt: skip

@@ -106,6 +106,28 @@ class Text:
         return isinstance(value, str) and "\0" not in value and (self.empty_ok or bool(value))
 
 
+class Widths(Text):
+    """Layer widths as text, comma-separated positive integers ("120,84"), or '' for
+    none given. Kept as text so that config.json and checkpoints hold it as typed."""
+
+    metavar = "W,W,..."
+
+    def __init__(self, high=10_000, most=8):
+        super().__init__(empty_ok=True)
+        self.high, self.most = high, most
+        self.expected = f"'' or 1 to {most} comma-separated integers in [1, {high:_}]"
+
+    def accepts(self, value):
+        if not isinstance(value, str):
+            return False
+        if value == "":
+            return True
+        parts = value.split(",")
+        return len(parts) <= self.most and all(
+            p.strip().isdigit() and 1 <= int(p) <= self.high for p in parts
+        )
+
+
 def parse(field, value):
     """The value of Config `field` (a dataclasses.Field) given as text or already typed."""
     domain = field.metadata["domain"]
@@ -227,7 +249,10 @@ _ACTS_ONLY_WITH = {
     "deep_exploration": (False, ("num_heads", "offline"),
                          lambda c, d: c.num_heads > 1 and not c.offline,
                          "--num-heads above 1, online"),
-    "mlp_hidden": (None, (), lambda c, d: resolved_torso(c, d) == "mlp", "the mlp torso"),
+    "mlp_hidden": (None, (), lambda c, d: resolved_torso(c, d) == "mlp" and not c.mlp_layers,
+                   "the mlp torso, without --mlp-layers"),
+    "mlp_layers": ("", (), lambda c, d: resolved_torso(c, d) == "mlp" and not c.recurrent,
+                   "the mlp torso, not --recurrent"),
     "replay_compression": ("none", (), lambda c, d: not (c.offline or c.recurrent),
                            ("the frame replay, not --offline's dataset or --recurrent's "
                             "sequences")),

@@ -143,7 +143,7 @@ def make_recurrent_network(config, info, observation_shape):
     elif torso == "minatar_cnn":
         body = MinAtarTorso(observation_shape[0], *observation_shape[1:])
     else:
-        body = MlpTorso(int(math.prod(observation_shape)), config.mlp_hidden)
+        body = MlpTorso(int(math.prod(observation_shape)), (config.mlp_hidden,) * 2)
     fc, head = (0, config.mlp_hidden) if torso == "mlp" else (512, 512)
     input_scale = 1.0 / 255.0 if info.domain == "atari" else 1.0
     return RecurrentNetwork(body, info.num_actions, fc, config.lstm_size, head, config.dueling,

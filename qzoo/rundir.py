@@ -53,7 +53,7 @@ ACCEPTABLE = {
 
 # What a differing option means for the checkpoint, for the refusal message.
 WHAT_DIFFERS = dict.fromkeys(
-    ("torso", "mlp_hidden", "dueling", "noisy", "shared_bias", "distribution", "num_atoms",
+    ("torso", "mlp_hidden", "mlp_layers", "dueling", "noisy", "shared_bias", "distribution", "num_atoms",
      "num_quantiles", "tau_latent_dim", "frame_stack"), "network shape",
 ) | {"replay_capacity": "replay size", "num_envs": "replay size"}  # fmt: skip
 

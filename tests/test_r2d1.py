@@ -131,7 +131,7 @@ def test_recurrent_policy_resets_only_the_environment_whose_episode_ended():
     torch.manual_seed(0)
     from qzoo.networks import MlpTorso
 
-    net = RecurrentNetwork(MlpTorso(3, 8), 2, 0, 4, 8, False, 1.0, lambda m: m)
+    net = RecurrentNetwork(MlpTorso(3, (8, 8)), 2, 0, 4, 8, False, 1.0, lambda m: m)
     policy = RecurrentPolicy(net, 2)
     generator = torch.Generator().manual_seed(0)
     obs = np.ones((2, 3), np.float32)

@@ -193,6 +193,7 @@ BAD_RESUMES = {
     "other seed": (same, ["--seed", "2"], "--seed 2 differs from 1 used by the run in"),
     "other replay size": (same, ["--replay-capacity", "2000"], "2000 differs from 1000 (replay"),
     "other network": (same, ["--mlp-hidden", "32"], "32 differs from 64 (network shape)"),
+    "other mlp layers": (same, ["--mlp-layers", "120,84"], "'120,84' differs from '' (network"),
     "more iterations": (same, ["--iterations", "5"], "--accept-changes iterations to change"),
     "accept a seed": (same, ["--seed", "2", "--accept-changes", "seed"], "'seed' cannot be"),
     "old latest.pt": (planted_pickle("latest.pt"), [], "old pickle-based checkpoint"),
