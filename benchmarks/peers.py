@@ -40,7 +40,10 @@ CleanRL's single-file scripts from a checkout of its repository given by `--clea
 the QZOO_CLEANRL environment variable (the folder holding cleanrl/ and cleanrl_utils/).
 A missing peer prints one `peer_skipped` line and the rest still run. CleanRL's scripts
 are run unmodified; the child only maps the two Gymnasium 0.x wrapper names they use
-to their Gymnasium 1.x names, and counts environment steps to time the window.
+to their Gymnasium 1.x names, runs their vector environment with 0.29's same-step
+autoreset and its infos' names (without which dqn.py stops at CartPole's first
+truncated episode: KeyError 'final_observation'), and counts environment steps to
+time the window.
 """
 
 import argparse
@@ -219,6 +222,25 @@ def run_qzoo(env, warmup, steps, threads, mlp_hidden=120, variant=None):
     }
 
 
+def gymnasium_029_infos(obs, rewards, terminations, truncations, infos):
+    """A same-step-autoreset vector step's infos under Gymnasium 0.29's names, which
+    CleanRL's scripts read when an episode ends: "final_observation" (one observation
+    or None per environment) and "final_info" (one dict or None per environment)."""
+    if "final_obs" in infos:
+        done, final = infos["_final_obs"], infos["final_info"]
+        infos["final_observation"] = np.array(
+            [o if d else None for o, d in zip(infos["final_obs"], done)], dtype=object
+        )
+        infos["final_info"] = [_one_env(final, i) if d else None for i, d in enumerate(done)]
+    return obs, rewards, terminations, truncations, infos
+
+
+def _one_env(info, i):
+    """Environment i's entries of a vector info dict (masks "_key" say which it has)."""
+    return {k: _one_env(v, i) if isinstance(v, dict) else v[i]
+            for k, v in info.items() if not k.startswith("_") and info.get("_" + k, [True] * (i + 1))[i]}  # fmt: skip
+
+
 def cleanrl_folder(given):
     """The CleanRL checkout (holding cleanrl/ and cleanrl_utils/), or None."""
     folder = given or os.environ.get("QZOO_CLEANRL", "")
@@ -249,10 +271,15 @@ def run_cleanrl(env, warmup, steps, threads, folder):
     class TimedSyncVectorEnv(gym.vector.SyncVectorEnv):
         calls = 0
 
+        def __init__(self, env_fns, **kwargs):
+            # Gymnasium 0.29's autoreset, which the scripts expect: the reset happens in
+            # the step that ends an episode, whose last observation is in the infos.
+            super().__init__(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP, **kwargs)
+
         def step(self, actions):
             TimedSyncVectorEnv.calls += 1
             window.at(TimedSyncVectorEnv.calls)
-            return super().step(actions)
+            return gymnasium_029_infos(*super().step(actions))
 
     gym.vector.SyncVectorEnv = TimedSyncVectorEnv
     script = os.path.join(folder, "cleanrl", s["script"])
