@@ -118,3 +118,18 @@ def test_pinned_runs_the_calling_thread_on_the_cores_given_and_restores_its_own(
     assert os.sched_getaffinity(0) == before
     with threads.pinned(None):
         assert os.sched_getaffinity(0) == before
+
+
+def test_pin_threads_on_one_usable_core_says_so_and_runs_unpinned(monkeypatch, capsys):
+    from qzoo.acting import asynchronous
+    from qzoo.loop import Trainer
+
+    monkeypatch.setattr(asynchronous, "pinned_cores", lambda: None)  # as under taskset -c 1
+    options = {"acting": "async", "threads": 1, "pin_threads": True, "replay_capacity": 1000,
+               "min_replay_capacity_fraction": 0.1, "train_frames": 1000, "eval_frames": 100}  # fmt: skip
+    trainer = Trainer(make_config("dqn", "CartPole-v1", "gym", options))
+    assert "--pin-threads: this process may run on one core only" in capsys.readouterr().err
+    cores = os.sched_getaffinity(0)
+    rows = [trainer.run_iteration() for _ in range(2)]  # the first only evaluates
+    assert rows[1]["train_num_updates"] > 0
+    assert os.sched_getaffinity(0) == cores

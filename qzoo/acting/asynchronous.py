@@ -38,6 +38,7 @@ learner's at a phase start, where checkpoints are taken).
 
 import contextlib
 import copy
+import sys
 import threading
 import time
 
@@ -107,6 +108,10 @@ class AsyncDriver(SerialDriver):
                                           policy.deep_exploration, source)  # fmt: skip
         super().__init__(trainer, self.actor_policy, evaluation)
         self.gate = None
+        if trainer.config.pin_threads and pinned_cores() is None:
+            print("qzoo: note: --pin-threads: this process may run on one core only (or "
+                  "threads cannot be pinned here), so its threads are not pinned",
+                  file=sys.stderr)  # fmt: skip
 
     def publish(self):
         # The actor's copy lives in this process on the learner's device: copied
