@@ -116,6 +116,18 @@ TRAIN = [
     (["train", "dqn", "--priority-exponent", "0.5"], "--priority-exponent: bad value 0.5"),
     (["train", "c51", "--rmsprop-decay", "0.9"], "--rmsprop-decay: bad value 0.9"),
     (["train", "dqn", "--mlp-hidden", "128"], "--mlp-hidden: bad value 128"),
+    # --mlp-layers: widths, on an MLP torso, not beside --mlp-hidden or --recurrent.
+    (["train", "dqn", *CARTPOLE, "--mlp-layers", "120,,84"],
+     "--mlp-layers: bad value 120,,84; expected '' or 1 to 8 comma-separated integers"),
+    (["train", "dqn", *CARTPOLE, "--mlp-layers", "0"], "--mlp-layers: bad value 0; expected"),
+    (["train", "dqn", *CARTPOLE, "--mlp-layers", "a,b"], "--mlp-layers: bad value a,b"),
+    (["train", "dqn", *CARTPOLE, "--mlp-layers", ",".join(["8"] * 9)], "1 to 8 comma-separated"),
+    (["train", "dqn", *CARTPOLE, "--mlp-layers", "64", "--mlp-hidden", "32"],
+     "--mlp-hidden: bad value 32; expected no --mlp-hidden here: it only acts with the mlp"),
+    (["train", "r2d1", *CARTPOLE, "--mlp-layers", "64"],
+     "--mlp-layers: bad value 64; expected '' here: it only acts with the mlp torso, not"),
+    (["train", "dqn", "--mlp-layers", "64"],
+     "--mlp-layers: bad value 64; expected '' here: it only acts with the mlp torso"),
     (["train", "dqn", *CARTPOLE, "--protocol", "machado"], "--protocol: bad value machado"),
     # Multi-head agents, CQL and Dopamine's optimizers.
     (["train", "ensemble", "--num-heads", "0"], "--num-heads: bad value 0; expected an integer"),

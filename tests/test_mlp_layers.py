@@ -65,28 +65,3 @@ def test_a_run_trains_with_cleanrl_network(tmp_path):
             "--min-replay-capacity-fraction", "0.2", "--run-dir", str(run_dir)]  # fmt: skip
     assert main(argv) == 0
     assert '"mlp_layers": "120,84"' in (run_dir / "config.json").read_text()
-
-
-BAD = [
-    (["--mlp-layers", "120,,84"], "--mlp-layers: bad value 120,,84; expected '' or 1 to 8"),
-    (["--mlp-layers", "0"], "--mlp-layers: bad value 0; expected '' or 1 to 8 comma-separated"),
-    (["--mlp-layers", "a,b"], "--mlp-layers: bad value a,b; expected"),
-    (["--mlp-layers", ",".join(["8"] * 9)], "expected '' or 1 to 8 comma-separated integers"),
-    (["--mlp-layers", "64", "--mlp-hidden", "32"],
-     ("--mlp-hidden: bad value 32; expected no --mlp-hidden here: it only acts with the mlp "
-      "torso, without --mlp-layers")),
-    (["--mlp-layers", "64", "--recurrent"], "--mlp-layers: bad value 64; expected '' here"),
-    (["--env", "pong", "--mlp-layers", "64"],
-     "--mlp-layers: bad value 64; expected '' here: it only acts with the mlp torso"),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize("argv, fragment", BAD)
-def test_bad_mlp_layers_is_one_line_exit_2(argv, fragment, tmp_path, capsys):
-    run_dir = tmp_path / "run"
-    argv = ["train", "dqn", "--env", "CartPole-v1", *argv, "--run-dir", str(run_dir)]
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if not line.startswith("qzoo: note:")]
-    assert len(lines) == 1 and lines[0].startswith("qzoo: error: ") and fragment in lines[0], err
-    assert not run_dir.exists()
