@@ -106,25 +106,29 @@ class Text:
         return isinstance(value, str) and "\0" not in value and (self.empty_ok or bool(value))
 
 
-class Widths(Text):
+class Widths:
     """Layer widths as text, comma-separated positive integers ("120,84"), or '' for
-    none given. Kept as text so that config.json and checkpoints hold it as typed."""
+    none given; text, so that config.json and checkpoints hold it as given, in one
+    spelling (parse writes "120, 084" as "120,84", so a resume compares like with like)."""
 
     metavar = "W,W,..."
 
     def __init__(self, high=10_000, most=8):
-        super().__init__(empty_ok=True)
         self.high, self.most = high, most
         self.expected = f"'' or 1 to {most} comma-separated integers in [1, {high:_}]"
+
+    def parse(self, text):
+        if text == "":
+            return ""
+        return ",".join(str(int(part)) for part in text.split(","))  # ValueError: words
 
     def accepts(self, value):
         if not isinstance(value, str):
             return False
-        if value == "":
-            return True
-        parts = value.split(",")
+        parts = value.split(",") if value else []
         return len(parts) <= self.most and all(
-            p.strip().isdigit() and 1 <= int(p) <= self.high for p in parts
+            p.isascii() and p.isdigit() and str(int(p)) == p and 1 <= int(p) <= self.high
+            for p in parts
         )
 
 

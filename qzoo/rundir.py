@@ -41,7 +41,7 @@ OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before for
 # Options a resumed run may change without changing its results. (`accept_changes` is
 # the per-command option below; it is not part of a run.)
 RESUMABLE = ("device", "threads", "progress", "tensorboard", "run_dir", "accept_changes",
-             "snapshot_interval", "address")  # fmt: skip
+             "snapshot_interval", "address", "pin_threads")  # fmt: skip
 
 # Options a resume may change when the user says so with --accept-changes, and what it
 # does to the run: a resumed run then differs from one started with the new value.
@@ -53,8 +53,8 @@ ACCEPTABLE = {
 
 # What a differing option means for the checkpoint, for the refusal message.
 WHAT_DIFFERS = dict.fromkeys(
-    ("torso", "mlp_hidden", "mlp_layers", "dueling", "noisy", "shared_bias", "distribution", "num_atoms",
-     "num_quantiles", "tau_latent_dim", "frame_stack"), "network shape",
+    ("torso", "mlp_hidden", "mlp_layers", "dueling", "noisy", "shared_bias", "distribution",
+     "num_atoms", "num_quantiles", "tau_latent_dim", "frame_stack"), "network shape",
 ) | {"replay_capacity": "replay size", "num_envs": "replay size"}  # fmt: skip
 
 

@@ -18,9 +18,10 @@ resumed run uses the same count (results on the CPU can depend on it).
 
 `--pin-threads` (--acting async, --threads 1) puts the learner's thread on a core of
 its own, for the length of each training phase. Left to the scheduler, the learner
-shares both cores of a 2-core machine with the actor and the prefetcher, and on Pong
-an update took 19.7 ms of wall time for 16.2 ms of CPU; pinned, 16.4 for 15.8, and the
-run went from 184 to 221 agent steps/s (BENCHMARKS.md). Pinning chooses among the cores
+shares both cores of a 2-core machine with the actor and the prefetcher: on Pong its
+update took 2.6-3.0 ms more wall time than CPU time, pinned 0.7-0.8 ms, and the run
+went from 175-204 to 202-213 agent steps/s (four alternating pairs, BENCHMARKS.md).
+Pinning chooses among the cores
 this process may use, so `taskset -c 2,3 qzoo train ... --pin-threads` keeps two runs
 apart. Linux only (elsewhere the threads stay unpinned).
 """

@@ -133,3 +133,18 @@ def test_pin_threads_on_one_usable_core_says_so_and_runs_unpinned(monkeypatch, c
     rows = [trainer.run_iteration() for _ in range(2)]  # the first only evaluates
     assert rows[1]["train_num_updates"] > 0
     assert os.sched_getaffinity(0) == cores
+
+
+def test_a_resume_may_pin_threads_or_not(tmp_path):
+    """Pinning changes where threads run, not what the run computes (async runs differ
+    run to run anyway), so a resume may add or drop it, as it may change --threads."""
+    from qzoo.cli import main
+
+    run = ["train", "dqn", "--env", "CartPole-v1", "--acting", "async", "--threads", "1",
+           "--train-frames", "600", "--eval-frames", "100", "--replay-capacity", "1000",
+           "--min-replay-capacity-fraction", "0.2", "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    assert main([*run, "--iterations", "1"]) == 0
+    more = ["--accept-changes", "iterations", "--pin-threads"]
+    assert main([*run, "--iterations", "2", *more]) == 0
+    rows = (tmp_path / "run" / "results.csv").read_text().splitlines()
+    assert len(rows) == 1 + 3  # the header, iterations 0 (evaluation only), 1 and 2

@@ -121,6 +121,8 @@ TRAIN = [
      "--mlp-layers: bad value 120,,84; expected '' or 1 to 8 comma-separated integers"),
     (["train", "dqn", *CARTPOLE, "--mlp-layers", "0"], "--mlp-layers: bad value 0; expected"),
     (["train", "dqn", *CARTPOLE, "--mlp-layers", "a,b"], "--mlp-layers: bad value a,b"),
+    (["train", "dqn", *CARTPOLE, "--mlp-layers", "\u00b2"], "--mlp-layers: bad value \u00b2"),
+    (["train", "dqn", *CARTPOLE, "--mlp-layers", "-5"], "--mlp-layers: bad value -5"),
     (["train", "dqn", *CARTPOLE, "--mlp-layers", ",".join(["8"] * 9)], "1 to 8 comma-separated"),
     (["train", "dqn", *CARTPOLE, "--mlp-layers", "64", "--mlp-hidden", "32"],
      "--mlp-hidden: bad value 32; expected no --mlp-hidden here: it only acts with the mlp"),

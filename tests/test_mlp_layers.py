@@ -58,6 +58,13 @@ def test_mlp_layers_with_other_heads(agent, options, expected):
     assert out.q_values.shape == (3, 2)
 
 
+def test_widths_are_kept_in_one_spelling():
+    from qzoo.config import build_config
+
+    config = build_config("dqn", {"env": "CartPole-v1", "mlp_layers": " 120, 084"})
+    assert config.mlp_layers == "120,84"
+
+
 def test_a_run_trains_with_cleanrl_network(tmp_path):
     run_dir = tmp_path / "run"
     argv = ["train", "dqn", "--env", "CartPole-v1", "--mlp-layers", "120,84", "--iterations", "1",

@@ -24,8 +24,9 @@ transition, is wrong; rare at replay sizes far above the rows written during one
 update). With --prefetch-targets, a thread of its own samples each batch and
 computes its targets one update ahead (prefetch.py: the same targets; sampling one
 update earlier). With --pin-threads the learner's thread runs on a core of its own
-and the others on the remaining cores (threads.py). Not guaranteed: which weights acted on which step, hence the
-results of two runs with one seed, and what a resumed run does (a checkpoint is
+and the others on the remaining cores (threads.py). Not guaranteed: which weights
+acted on which step, hence the results of two runs with one seed, and what a resumed
+run does (a checkpoint is
 written between phases, when both sides are idle; resuming continues from it, but
 the run differs from an uninterrupted one as any two async runs do).
 
