@@ -56,7 +56,9 @@ import sys
 import tempfile
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ is not a package
+from peer_baselines import cleanrl_folder, run_cleanrl, run_sb3
+from peer_common import ENVS, memory, replay_figures, resident_bytes  # noqa: F401 (tests)
 
 PEERS = ("qzoo", "cleanrl", "sb3")
 # `--qzoo-before DIR` adds "qzoo_before": qzoo from another source tree (an older commit),
@@ -80,93 +82,10 @@ VARIANTS = {"qzoo_compiled": {"compile": True}, "qzoo_bfloat16": {"precision": "
             "qzoo_cleanrl_mlp_compiled": {**CLEANRL_MLP, "compile": True},
             "qzoo_cleanrl_mlp_compiled_envs8": {**CLEANRL_MLP, "compile": True, "num_envs": 8}}  # fmt: skip
 CHILDREN = PEERS + tuple(VARIANTS) + ("qzoo_before",)
-ENVS = {
-    "pong": {"gym_id": "PongNoFrameskip-v4", "batch": 32, "every": 4, "capacity": 100_000,
-             "lr": 1e-4, "target": 1_000, "epsilon": 0.01, "script": "dqn_atari.py"},
-    "cartpole": {"gym_id": "CartPole-v1", "batch": 128, "every": 10, "capacity": 10_000,
-                 "lr": 2.5e-4, "target": 500, "epsilon": 0.05, "script": "dqn.py"},
-}  # fmt: skip
 
 
 def emit(name, **fields):
     print(json.dumps({"name": name, **fields}), flush=True)
-
-
-def memory(field):
-    """A /proc/self/status field in bytes (VmRSS: resident now, VmHWM: peak)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def resident_bytes(arrays):
-    """Bytes of `arrays` (NumPy, not overlapping) that are in RAM: pages never written are not (they are
-    zero-filled on demand), which /proc/self/pagemap's present bit (63) tells."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    pages = {}  # page number -> bytes of the arrays on it
-    for a in arrays:
-        if a is None or a.nbytes == 0:
-            continue
-        begin = a.__array_interface__["data"][0]
-        end = begin + a.nbytes
-        for number in range(begin // page, (end - 1) // page + 1):
-            overlap = min(end, (number + 1) * page) - max(begin, number * page)
-            pages[number] = pages.get(number, 0) + overlap
-    resident = 0
-    with open("/proc/self/pagemap", "rb") as f:
-        numbers = sorted(pages)
-        run_begin = 0
-        while run_begin < len(numbers):  # read runs of consecutive pages at once
-            run_end = run_begin
-            while run_end + 1 < len(numbers) and numbers[run_end + 1] == numbers[run_end] + 1:
-                run_end += 1
-            f.seek(numbers[run_begin] * 8)
-            entries = np.frombuffer(f.read(8 * (run_end - run_begin + 1)), np.uint64)
-            present = (entries >> np.uint64(63)) & np.uint64(1)
-            sizes = np.array([pages[n] for n in numbers[run_begin : run_end + 1]])
-            resident += int((sizes * present).sum())
-            run_begin = run_end + 1
-    return resident
-
-
-def replay_figures(arrays, stored):
-    """The replay's allocated bytes, resident bytes and resident bytes per stored
-    transition (`stored` transitions in it now)."""
-    resident = resident_bytes(arrays)
-    return {
-        "replay_allocated_bytes": sum(a.nbytes for a in arrays if a is not None),
-        "replay_resident_bytes": resident,
-        "replay_bytes_per_transition": resident / stored,
-    }
-
-
-def buffer_arrays(rb):
-    """The arrays of SB3's ReplayBuffer (CleanRL's is a copy of it)."""
-    names = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts")
-    return [getattr(rb, name, None) for name in names]
-
-
-class Window:
-    """Times the agent steps between two environment step counts."""
-
-    def __init__(self, begin, steps):
-        self.begin, self.end = begin, begin + steps
-        self.started = None
-        self.result = {}
-
-    def at(self, count):
-        """Called with the number of environment steps taken so far."""
-        if count == self.begin:
-            self.started, self.cpu = time.perf_counter(), time.process_time()
-        elif count == self.end:
-            seconds, steps = time.perf_counter() - self.started, self.end - self.begin
-            self.result = {
-                "agent_steps_per_second": steps / seconds,
-                "window_seconds": seconds,
-                "agent_steps_per_cpu_second": steps / (time.process_time() - self.cpu),
-            }
 
 
 # ---- children: one run of one peer, result written as JSON to a file ---------------
@@ -222,125 +141,6 @@ def run_qzoo(env, warmup, steps, threads, mlp_hidden=120, variant=None):
     }
 
 
-def gymnasium_029_infos(obs, rewards, terminations, truncations, infos):
-    """A same-step-autoreset vector step's infos under Gymnasium 0.29's names, which
-    CleanRL's scripts read when an episode ends: "final_observation" (one observation
-    or None per environment) and "final_info" (one dict or None per environment)."""
-    if "final_obs" in infos:
-        done, final = infos["_final_obs"], infos["final_info"]
-        infos["final_observation"] = np.array(
-            [o if d else None for o, d in zip(infos["final_obs"], done)], dtype=object
-        )
-        infos["final_info"] = [_one_env(final, i) if d else None for i, d in enumerate(done)]
-    return obs, rewards, terminations, truncations, infos
-
-
-def _one_env(info, i):
-    """Environment i's entries of a vector info dict (masks "_key" say which it has)."""
-    return {k: _one_env(v, i) if isinstance(v, dict) else v[i]
-            for k, v in info.items() if not k.startswith("_") and info.get("_" + k, [True] * (i + 1))[i]}  # fmt: skip
-
-
-def cleanrl_folder(given):
-    """The CleanRL checkout (holding cleanrl/ and cleanrl_utils/), or None."""
-    folder = given or os.environ.get("QZOO_CLEANRL", "")
-    ok = folder and os.path.isdir(os.path.join(folder, "cleanrl_utils"))
-    return folder if ok else None
-
-
-def run_cleanrl(env, warmup, steps, threads, folder):
-    import runpy
-
-    import gymnasium as gym
-    import torch
-
-    torch.set_num_threads(threads)
-    if env == "pong":
-        import ale_py
-
-        gym.register_envs(ale_py)
-    # CleanRL's scripts target Gymnasium 0.29; these two wrappers were renamed in 1.0.
-    gym.wrappers.GrayScaleObservation = gym.wrappers.GrayscaleObservation
-    gym.wrappers.FrameStack = gym.wrappers.FrameStackObservation
-    s = ENVS[env]
-    # Loop iteration g steps the env (call g + 1) and learns when g > learning_starts:
-    # the window is iterations warmup + 1 .. warmup + steps.
-    window = Window(warmup + 2, steps)
-    total = warmup + 2 + steps
-
-    class TimedSyncVectorEnv(gym.vector.SyncVectorEnv):
-        calls = 0
-
-        def __init__(self, env_fns, **kwargs):
-            # Gymnasium 0.29's autoreset, which the scripts expect: the reset happens in
-            # the step that ends an episode, whose last observation is in the infos.
-            super().__init__(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP, **kwargs)
-
-        def step(self, actions):
-            TimedSyncVectorEnv.calls += 1
-            window.at(TimedSyncVectorEnv.calls)
-            return gymnasium_029_infos(*super().step(actions))
-
-    gym.vector.SyncVectorEnv = TimedSyncVectorEnv
-    script = os.path.join(folder, "cleanrl", s["script"])
-    sys.argv = [
-        script, "--env-id", s["gym_id"], "--total-timesteps", str(total), "--no-cuda",
-        "--learning-starts", str(warmup), "--buffer-size", str(s["capacity"]),
-        "--batch-size", str(s["batch"]), "--train-frequency", str(s["every"]),
-        "--learning-rate", str(s["lr"]), "--target-network-frequency", str(s["target"]),
-        "--end-e", str(s["epsilon"]), "--exploration-fraction", str(warmup / total),
-    ]  # fmt: skip
-    sys.path.insert(0, folder)
-    names = runpy.run_path(script, run_name="__main__")
-    rb = names["rb"]
-    return {**window.result, **replay_figures(buffer_arrays(rb), rb.size())}
-
-
-def run_sb3(env, warmup, steps, threads):
-    import torch
-    from stable_baselines3 import DQN
-    from stable_baselines3.common.callbacks import BaseCallback
-
-    torch.set_num_threads(threads)
-    s = ENVS[env]
-    if env == "pong":
-        import ale_py
-        import gymnasium as gym
-        from stable_baselines3.common.env_util import make_atari_env
-
-        gym.register_envs(ale_py)
-        from stable_baselines3.common.vec_env import VecFrameStack
-
-        venv = VecFrameStack(make_atari_env(s["gym_id"], n_envs=1, seed=1), n_stack=4)
-        policy, kwargs = "CnnPolicy", {}
-    else:
-        import gymnasium as gym
-        from stable_baselines3.common.vec_env import DummyVecEnv
-
-        venv = DummyVecEnv([lambda: gym.make(s["gym_id"])])
-        policy, kwargs = "MlpPolicy", {"policy_kwargs": {"net_arch": [120, 84]}}
-    # SB3 trains after each `every` steps once past learning_starts: the window starts
-    # right before the first update and holds steps / every of them.
-    first = warmup + s["every"]
-    window = Window(first, steps)
-    total = first + steps + s["every"]
-
-    class Timer(BaseCallback):
-        def _on_step(self):
-            window.at(self.num_timesteps)
-            return True
-
-    model = DQN(
-        policy, venv, learning_rate=s["lr"], buffer_size=s["capacity"],
-        learning_starts=warmup, batch_size=s["batch"], train_freq=s["every"], gradient_steps=1,
-        target_update_interval=s["target"], exploration_fraction=warmup / total,
-        exploration_final_eps=s["epsilon"], device="cpu", seed=1, **kwargs,
-    )  # fmt: skip
-    model.learn(total_timesteps=total, callback=Timer())
-    rb = model.replay_buffer
-    return {**window.result, **replay_figures(buffer_arrays(rb), rb.size())}
-
-
 def child(args):
     os.chdir(tempfile.mkdtemp(prefix="qzoo-peers-"))  # CleanRL writes runs/ here
     if args.child.startswith("qzoo"):
@@ -363,6 +163,12 @@ def missing(peer, args):
     if peer == "cleanrl" and cleanrl_folder(args.cleanrl) is None:
         return ("no CleanRL checkout: pass --cleanrl DIR or set QZOO_CLEANRL to a folder "
                 "holding cleanrl/ and cleanrl_utils/ from CleanRL's repository")  # fmt: skip
+    if peer == "cleanrl":
+        import gymnasium
+
+        if not hasattr(gymnasium.vector, "AutoresetMode"):  # peer_baselines.run_cleanrl
+            return (f"Gymnasium {gymnasium.__version__} has no same-step autoreset, which "
+                    "CleanRL's scripts need: pip install 'gymnasium>=1.1'")  # fmt: skip
     if peer == "sb3":
         import importlib.util
 

@@ -87,6 +87,37 @@ def test_resident_bytes_counts_only_the_pages_written():
     memory.close()
 
 
+def test_cleanrl_gets_gymnasium_029s_infos_where_an_episode_ends():
+    import gymnasium as gym
+
+    _peers()  # puts benchmarks/ on the path
+    from peer_baselines import gymnasium_029_infos
+
+    def make():
+        return gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"))
+
+    envs = gym.vector.SyncVectorEnv([make, make], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs.reset(seed=0)
+    envs.action_space.seed(0)
+    for _ in range(500):
+        obs, _, terminated, truncated, infos = gymnasium_029_infos(
+            *envs.step(envs.action_space.sample())
+        )
+        if "final_info" in infos:
+            break
+    done = terminated | truncated
+    assert done.any() and not done.all()  # one episode ended, the other goes on
+    for i, d in enumerate(done):
+        if d:  # the last observation, and the episode's statistics, for CleanRL's loop
+            assert np.array_equal(infos["final_observation"][i], infos["final_obs"][i])
+            episode = infos["final_info"][i]["episode"]
+            assert episode["l"] > 0 and episode["r"] == episode["l"]  # CartPole: 1 a step
+            assert not np.array_equal(obs[i], infos["final_observation"][i])  # reset already
+        else:
+            assert infos["final_observation"][i] is None and infos["final_info"][i] is None
+    envs.close()
+
+
 def test_ratios_are_medians_over_rounds_of_paired_runs():
     runs = []
     for round_, (mine, theirs) in enumerate([(100, 50), (90, 60), (30, 10)], 1):
