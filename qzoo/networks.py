@@ -135,7 +135,8 @@ class MinAtarTorso(nn.Module):
 
 
 class MlpTorso(nn.Module):
-    """ReLU layers of the given widths for vector observations."""
+    """ReLU layers of the given widths for vector observations (others, such as
+    MinAtar's or Atari's with --torso mlp, flattened first)."""
 
     def __init__(self, in_features, widths):
         super().__init__()
@@ -147,7 +148,7 @@ class MlpTorso(nn.Module):
         self.out_features = in_features
 
     def forward(self, x):
-        return self.net(x)
+        return self.net(x.flatten(1))
 
 
 def mlp_shape(config):
@@ -247,6 +248,7 @@ def _plain_mlp_layers(torso, head, kind, tau_embedding):
 
 def _mlp_forward(layers, x):
     """Linear, ReLU, ..., Linear over `layers` (see _plain_mlp_layers)."""
+    x = x.flatten(1)  # a view; the same tensor for vectors
     for layer in layers[:-1]:
         x = torch.relu(nn.functional.linear(x, layer.weight, layer.bias))
     return nn.functional.linear(x, layers[-1].weight, layers[-1].bias)
@@ -284,6 +286,7 @@ class HostMlp:
     def __call__(self, observation):
         """Q-values [N, A] (float32) for observations [N, D] (NumPy)."""
         x = np.asarray(observation, np.float32)
+        x = x.reshape(len(x), -1)  # a view; the same array for vectors
         if self.input_scale != 1.0:
             x = x * np.float32(self.input_scale)
         last = len(self.layers) - 1

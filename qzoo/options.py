@@ -254,9 +254,9 @@ _ACTS_ONLY_WITH = {
                          lambda c, d: c.num_heads > 1 and not c.offline,
                          "--num-heads above 1, online"),
     "mlp_hidden": (None, (), lambda c, d: resolved_torso(c, d) == "mlp" and not c.mlp_layers,
-                   "the mlp torso, without --mlp-layers"),
+                   "the mlp torso (a vector environment's, or --torso mlp) and no --mlp-layers"),
     "mlp_layers": ("", (), lambda c, d: resolved_torso(c, d) == "mlp" and not c.recurrent,
-                   "the mlp torso, not --recurrent"),
+                   "the mlp torso (a vector environment's, or --torso mlp) and no --recurrent"),
     "replay_compression": ("none", (), lambda c, d: not (c.offline or c.recurrent),
                            ("the frame replay, not --offline's dataset or --recurrent's "
                             "sequences")),

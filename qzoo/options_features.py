@@ -217,8 +217,7 @@ def pin_relations(c):
          "false with --deterministic (lockstep runs in one thread)"),
         # PyTorch's pool threads, made before a phase starts, would keep every core.
         (("pin_threads", "threads"), c.threads == 1,
-         (f"false with --threads {c.threads}: it pins one PyTorch thread per Python thread "
-          "(--threads 1)")),
+         "false without --threads 1: it pins one PyTorch thread per Python thread"),
     ]  # fmt: skip
 
 

@@ -328,7 +328,7 @@ BAD = [
     (["--acting", "async", "--pin-threads", "--threads", "1", "--deterministic"],
      "--pin-threads: bad value true; expected false with --deterministic"),
     (["--acting", "async", "--pin-threads"],
-     "--pin-threads: bad value true; expected false with --threads 0: it pins one PyTorch"),
+     "--pin-threads: bad value true; expected false without --threads 1: it pins one PyTorch"),
 ]  # fmt: skip
 
 

@@ -125,9 +125,11 @@ TRAIN = [
     (["train", "dqn", *CARTPOLE, "--mlp-layers", "-5"], "--mlp-layers: bad value -5"),
     (["train", "dqn", *CARTPOLE, "--mlp-layers", ",".join(["8"] * 9)], "1 to 8 comma-separated"),
     (["train", "dqn", *CARTPOLE, "--mlp-layers", "64", "--mlp-hidden", "32"],
-     "--mlp-hidden: bad value 32; expected no --mlp-hidden here: it only acts with the mlp"),
+     ("--mlp-hidden: bad value 32; expected no --mlp-hidden here: it only acts with the mlp "
+     "torso (a vector environment's, or --torso mlp) and no --mlp-layers")),
     (["train", "r2d1", *CARTPOLE, "--mlp-layers", "64"],
-     "--mlp-layers: bad value 64; expected '' here: it only acts with the mlp torso, not"),
+     ("--mlp-layers: bad value 64; expected '' here: it only acts with the mlp torso (a "
+     "vector environment's, or --torso mlp) and no --recurrent")),
     (["train", "dqn", "--mlp-layers", "64"],
      "--mlp-layers: bad value 64; expected '' here: it only acts with the mlp torso"),
     (["train", "dqn", *CARTPOLE, "--protocol", "machado"], "--protocol: bad value machado"),

@@ -72,3 +72,22 @@ def test_a_run_trains_with_cleanrl_network(tmp_path):
             "--min-replay-capacity-fraction", "0.2", "--run-dir", str(run_dir)]  # fmt: skip
     assert main(argv) == 0
     assert '"mlp_layers": "120,84"' in (run_dir / "config.json").read_text()
+
+
+@pytest.mark.parametrize("mlp_layers", ["", "64,32"])
+def test_an_mlp_torso_takes_image_observations_flattened(mlp_layers, tmp_path):
+    """--torso mlp on MinAtar's [C, H, W] observations: the learner's pass and the NumPy
+    actor's both flatten them (a traceback at the first action before)."""
+    config = make_config("dqn", "minatar/breakout", "minatar",
+                         {"torso": "mlp", "mlp_layers": mlp_layers})  # fmt: skip
+    info = envs.describe(config)
+    net = make_network(config, info, (4, 10, 10))
+    obs = torch.rand(3, 4, 10, 10)
+    q = net(obs).q_values
+    assert q.shape == (3, info.num_actions)
+    assert torch.allclose(net(obs.flatten(1)).q_values, q)
+    assert torch.allclose(torch.as_tensor(HostMlp.of(net)(obs.numpy())), q, atol=1e-6)
+    argv = ["train", "dqn", "--env", "minatar/breakout", "--torso", "mlp", "--iterations", "1",
+            "--train-frames", "600", "--eval-frames", "100", "--replay-capacity", "1000",
+            "--min-replay-capacity-fraction", "0.2", "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    assert main(argv + (["--mlp-layers", mlp_layers] if mlp_layers else [])) == 0

@@ -108,7 +108,8 @@ def setup_labels(configs):
         label = s["agent"] + (f" {s['env']}" if len(envs) > 1 else "")
         alike = [o for o in setups if o["agent"] == s["agent"] and o["env"] == s["env"]]
         differing = [k for k in s if any(o[k] != s[k] for o in alike)]
-        labels.append(" ".join([label] + [f"{k}={s[k]}" for k in differing]))
+        shown = {k: "''" if s[k] == "" else s[k] for k in differing}  # an empty text: ''
+        labels.append(" ".join([label] + [f"{k}={shown[k]}" for k in differing]))
     return labels
 
 
