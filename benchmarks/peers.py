@@ -75,6 +75,7 @@ VARIANTS = {"qzoo_compiled": {"compile": True}, "qzoo_bfloat16": {"precision": "
             "qzoo_bfloat16_compiled": {"precision": "bfloat16", "compile": True},
             "qzoo_bfloat16_async": ASYNC,
             "qzoo_bfloat16_async_pinned": {**ASYNC, "pin_threads": True},
+            "qzoo_async_pinned": {**ASYNC, "precision": "float32", "pin_threads": True},
             # CartPole only: CleanRL dqn.py's own network (--mlp-layers 120,84), compiled,
             # and acting on 8 environments at once (CleanRL's dqn.py refuses more than one;
             # the ratio stays one update of 128 per 10 agent steps).
