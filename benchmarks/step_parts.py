@@ -4,6 +4,7 @@ microseconds of thread CPU time per agent step (one PyTorch thread).
 
     python benchmarks/step_parts.py [--env cartpole|pong] [--steps 10000] [--warmup 10000]
         [--mlp-hidden 120] [--compile] [--precision float32|bfloat16] [--num-envs 1]
+        [--mlp-layers 120,84]
 
 Each part is timed by wrapping the method that does it (thread CPU time before and
 after: steadier than wall time on a shared machine; each wrapper adds about half a
@@ -41,9 +42,15 @@ def main():
     parser.add_argument("--compile", action="store_true", help="qzoo's --compile")
     parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32")
     parser.add_argument("--num-envs", type=int, default=1, help="environments acted on at once")
+    parser.add_argument("--mlp-layers", default="", help="qzoo's --mlp-layers (CleanRL's: 120,84)")
     args = parser.parse_args()
     options = qzoo_options(args.env, args.warmup, 1, args.mlp_hidden)
-    options.update(compile=args.compile, precision=args.precision, num_envs=args.num_envs)
+    options.update(
+        compile=args.compile,
+        precision=args.precision,
+        num_envs=args.num_envs,
+        mlp_layers=args.mlp_layers,
+    )
     config = build_config("dqn", options)
     qzoo_threads.apply(config)
     trainer = Trainer(config)
@@ -79,7 +86,8 @@ def main():
     seconds["loop_other"] = total - sum(seconds[p] for p in outside)
     del seconds["actor"]
     common = {"env": args.env, "mlp_hidden": args.mlp_hidden, "compile": args.compile,
-              "precision": args.precision, "num_envs": args.num_envs, "steps": args.steps,
+              "precision": args.precision, "num_envs": args.num_envs, "mlp_layers": args.mlp_layers,
+              "steps": args.steps,
               "load_average": os.getloadavg()[0]}  # fmt: skip
     for part, value in seconds.most_common():
         print(json.dumps({"name": "step_part", "part": part,
