@@ -6,9 +6,9 @@ the shared replay under a lock (rlpyt's async buffers, B6.5: one writer, readers
 under the same lock). The learner, in the trainer's thread, samples, updates and
 writes priorities back under that lock (the SGD step itself runs outside it), and
 publishes its weights to the actor every --publish-period updates (the actor copies
-them, tensor to tensor, at its next action: `_LockedPolicy`). A
-`RatioGate` (ratio.py) holds the replay ratio both ways: the learner waits when it
-is ahead, the actor when it is ahead (rlpyt's sampler never waits: issue #138).
+them, tensor to tensor, at its next action: `_LockedPolicy`). A `RatioGate`
+(ratio.py) holds the replay ratio both ways: the learner waits when it is ahead, the
+actor when it is ahead (rlpyt's sampler never waits: issue #138).
 Target updates are counted in updates (rlpyt): every target-network-update-period x
 updates-per-frame of them.
 
@@ -26,9 +26,9 @@ computes its targets one update ahead (prefetch.py: the same targets; sampling o
 update earlier). With --pin-threads the learner's thread runs on a core of its own
 and the others on the remaining cores (threads.py). Not guaranteed: which weights
 acted on which step, hence the results of two runs with one seed, and what a resumed
-run does (a checkpoint is
-written between phases, when both sides are idle; resuming continues from it, but
-the run differs from an uninterrupted one as any two async runs do).
+run does (a checkpoint is written between phases, when both sides are idle; resuming
+continues from it, but the run differs from an uninterrupted one as any two async
+runs do).
 
 --deterministic runs the same schedule in lockstep, in one thread: after each actor
 step the learner does every update the gate allows (floor of the target), and the
