@@ -55,7 +55,7 @@ class TrainBench:
 
 # Train options a benchmark never uses: it writes nothing and does not evaluate.
 UNUSED_BY_BENCH = ("run_dir", "tensorboard", "progress", "checkpoint_replay", "eval_frames",
-                   "eval_exploration_epsilon")  # fmt: skip
+                   "eval_exploration_epsilon", "log_replay", "log_replay_capacity")  # fmt: skip
 
 
 def emit(name, value, unit, **configuration):

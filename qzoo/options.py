@@ -253,6 +253,7 @@ _ACTS_ONLY_WITH = {
     "deep_exploration": (False, ("num_heads", "offline"),
                          lambda c, d: c.num_heads > 1 and not c.offline,
                          "--num-heads above 1, online"),
+    "log_replay_capacity": (None, (), lambda c, d: bool(c.log_replay), "--log-replay"),
     "mlp_hidden": (None, (), lambda c, d: resolved_torso(c, d) == "mlp" and not c.mlp_layers,
                    "the mlp torso (a vector environment's, or --torso mlp) and no --mlp-layers"),
     "mlp_layers": ("", (), lambda c, d: resolved_torso(c, d) == "mlp" and not c.recurrent,

@@ -83,16 +83,23 @@ def train(config, accept_changes=None):
     with folder.os_errors("create run folder", run_dir):
         if os.path.exists(run_dir) and not os.path.isdir(run_dir):
             raise UserError(f"run folder {run_dir} is a file, not a folder; pass another --run-dir")
+        created = not os.path.exists(run_dir)
         os.makedirs(run_dir, exist_ok=True)
-    with RunLock(os.path.join(run_dir, ".lock")):
-        run = _Run(config, run_dir, accept_changes, info)
-        try:
-            run.start()
-        except KeyboardInterrupt:
-            run.write_results_after_interrupt()
-            command = resume_command(config, run_dir, accept_changes)
-            print(f"qzoo: interrupted; resume with: {command}", file=sys.stderr)
-            raise
+    try:
+        with RunLock(os.path.join(run_dir, ".lock")):
+            run = _Run(config, run_dir, accept_changes, info)
+            try:
+                run.start()
+            except KeyboardInterrupt:
+                run.write_results_after_interrupt()
+                command = resume_command(config, run_dir, accept_changes)
+                print(f"qzoo: interrupted; resume with: {command}", file=sys.stderr)
+                raise
+    except UserError:
+        if created:  # a refused new run leaves no empty folder behind (rmdir: if empty)
+            with contextlib.suppress(OSError):
+                os.rmdir(run_dir)
+        raise
 
 
 def parse_accept(text):
@@ -192,6 +199,8 @@ class _Run:
                 raise UserError(f"checkpoint {self.ckpt_path} does not hold a qzoo run")
             folder.check_config_dict(state["config"], f"checkpoint {self.ckpt_path}")
             self.rows = state["rows"]
+        if state is None and self.config.log_replay:
+            _check_new_replay_log(self.config.log_replay)
         saved = state["config"] if state is not None else saved_json
         accepted = self.check_same_run(saved, current, state is not None) if saved else []
         if state is not None and saved_json is not None:
@@ -330,6 +339,22 @@ def _differences(saved, current, ignore):
         for k in saved
         if k not in ignore and saved[k] != current.get(k)
     ]
+
+
+def _check_new_replay_log(log_replay):
+    """A new run logs its experience into a folder without another run's dataset:
+    its snapshots would replace some of those checkpoints and sit beside the others."""
+    logs = os.path.join(log_replay, "replay_logs")
+    try:
+        found = [n for n in os.listdir(logs) if "_ckpt." in n and n.endswith(".gz")]
+    except OSError:  # none yet (or not readable: writing it will say so)
+        return
+    if found:
+        raise UserError(
+            f"--log-replay {log_replay}: {logs} already holds a DQN Replay Dataset "
+            f"({len(found)} checkpoint files) that this new run would partly overwrite; "
+            f"expected a new or empty folder (delete {logs} to log again there)"
+        )
 
 
 def _check_finite(row):

@@ -86,6 +86,9 @@ TRAIN = [
      "--offline no-such-dataset: no DQN Replay Dataset there"),
     (["train", "dqn", "--offline", "data", "--log-replay", "logs"],
      "no --log-replay with --offline"),
+    (["train", "dqn", "--env", "minatar/breakout", "--log-replay-capacity", "500"],
+     ("--log-replay-capacity: bad value 500; expected no --log-replay-capacity here: it only "
+     "acts with --log-replay")),
     (["train", "prioritized", "--offline", "data"],
      "--offline: bad value data; expected --prioritized false with --offline (a dataset"),
     (["train", "dqn", "--iterations", "1", "--train-frames", "1000"],
@@ -162,6 +165,7 @@ TRAIN = [
 ]  # fmt: skip
 
 BENCH = [
+    (["bench", "train", "--log-replay", "logs"], "bench train takes no --log-replay: it writes"),
     (["bench"], "bench needs replay or train, got nothing"),
     (["bench", "frobnicate"], "bench needs replay or train, got frobnicate"),
     (["bench", "replay", "--capacity", "0"], "--capacity: bad value 0"),

@@ -58,6 +58,36 @@ def test_full_snapshot_then_final_partial(tmp_path):
     assert len(os.listdir(tmp_path)) == 12 and final["episode_end_indices"] is None
 
 
+def test_no_final_partial_snapshot_repeats_a_full_one(tmp_path):
+    """A run whose last row completes a full snapshot (add_count mod C = C - 1) has
+    nothing left for a final one: batch_rl's log_final_buffer would write the same rows
+    again, and an offline run count them twice."""
+    writer = LoggedReplayWriter(tmp_path, 20, (2, 2))
+    episodes(writer, [7, 6])  # 3 + 7 + 3 + 6 = 19 rows: the snapshot at add_count 19
+    assert writer.add_count == 19 and dopamine.suffixes(tmp_path) == [0]
+    writer.close()
+    assert dopamine.suffixes(tmp_path) == [0]
+    episodes(writer, [1], start=20)  # one more episode: 4 rows, now a partial pass
+    writer.close()
+    assert dopamine.suffixes(tmp_path) == [0, 1]
+    assert int(dopamine.read_checkpoint(tmp_path, 1)["add_count"]) == 23 % 20
+
+
+def test_a_checkpoint_with_a_missing_file_is_refused_naming_it(tmp_path):
+    writer = LoggedReplayWriter(tmp_path, 20, (2, 2))
+    episodes(writer, [10, 10])
+    writer.close()
+    os.remove(tmp_path / "$store$_terminal_ckpt.1.gz")
+    with pytest.raises(UserError, match=r"terminal_ckpt\.1\.gz: missing; a checkpoint suffix"):
+        dopamine.suffixes(tmp_path)
+    (tmp_path / "notes_ckpt.7.gz").write_bytes(b"")  # not one of the six: not a suffix
+    os.remove(tmp_path / "$store$_observation_ckpt.1.gz")
+    for name in os.listdir(tmp_path):
+        if "_ckpt.1." in name:
+            os.remove(tmp_path / name)
+    assert dopamine.suffixes(tmp_path) == [0]
+
+
 def test_an_episode_start_near_the_wrap_does_not_skip_a_snapshot(tmp_path):
     """batch_rl checks after each add() (4 rows at an episode start) and skips the pass;
     qzoo checks after each row."""
@@ -133,7 +163,8 @@ def test_missing_file_and_episode_end_indices(tmp_path):
         dopamine.read_checkpoint(tmp_path, 0)
     assert not planted.exists()  # nothing was built
     os.remove(tmp_path / dopamine.file_name("reward", 0))
-    assert dopamine.suffixes(tmp_path) == []
+    with pytest.raises(UserError, match=r"reward_ckpt\.0\.gz: missing"):
+        dopamine.suffixes(tmp_path)
     with pytest.raises(UserError, match="missing"):
         dopamine.read_checkpoint(tmp_path, 0)
 
@@ -259,6 +290,13 @@ def test_dataset_info_and_a_round_trip_through_the_qzoo_layout(tmp_path, capsys)
             assert again[attribute].dtype == original[attribute].dtype
     assert main(["dataset", "info", str(tmp_path / "nothing")]) == 2
     assert "nothing" in capsys.readouterr().err
+    # Into a folder that holds anything (here the first conversion's): refused, unchanged.
+    before = sorted(os.listdir(back))
+    for dst, to in ((back, "dopamine"), (tmp_path / "q", "qzoo")):
+        assert main(["dataset", "convert", str(tmp_path / "q"), str(dst), "--to", to]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"qzoo: error: convert: {dst} is not empty") and err.count("\n") == 1
+    assert sorted(os.listdir(back)) == before
 
 
 def test_can_sample_does_not_rescan_the_dataset(tmp_path, monkeypatch):
@@ -389,3 +427,26 @@ def test_readahead_asks_for_the_pages_of_exactly_the_frames_gathered(tmp_path):
         for (_, start, length), r in zip(recorder.calls, range(7, 13)):
             assert start % mmap.PAGESIZE == 0
             assert start <= first + r * fb and first + (r + 1) * fb <= start + length
+
+
+def test_a_cached_conversion_is_redone_when_a_checkpoint_is_rewritten(tmp_path, capsys):
+    """A resumed --log-replay run rewrites its last, partial checkpoint under the same
+    suffix: the cached memory-mappable copy must follow it, not serve the old rows."""
+    from qzoo.offline.cli import qzoo_layout
+
+    logs = tmp_path / "replay_logs"
+    writer = LoggedReplayWriter(logs, 20, (2, 2))
+    episodes(writer, [10, 10])  # suffix 0 full, suffix 1 partial (add_count 6)
+    state = writer.state_dict()
+    writer.close()
+    cache = qzoo_layout(str(tmp_path))
+    assert "converting" in capsys.readouterr().err
+    assert qzoo_layout(str(tmp_path)) == cache and capsys.readouterr().err == ""  # reused
+    assert int(load_qzoo(cache)[1]["add_count"]) == 6
+    resumed = LoggedReplayWriter(logs, 20, (2, 2))  # from the state before close()
+    resumed.load_state_dict(state)
+    episodes(resumed, [2], start=30)  # 5 more rows: still short of a full pass
+    resumed.close()  # suffix 1 again, now with add_count 11
+    assert dopamine.suffixes(logs) == [0, 1]
+    assert qzoo_layout(str(tmp_path)) == cache and "converting" in capsys.readouterr().err
+    assert int(load_qzoo(cache)[1]["add_count"]) == 11

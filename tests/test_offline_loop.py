@@ -132,3 +132,27 @@ def test_dopamine_files_are_converted_once_on_first_use(tmp_path):
     original = dopamine.read_checkpoint(logged / "replay_logs", 4)
     np.testing.assert_array_equal(first.replay.storage.columns[4]["observation"],
                                   original["observation"])  # fmt: skip
+
+
+def test_a_new_run_is_refused_a_folder_holding_another_runs_dataset(tmp_path, capsys):
+    """It would replace some of those checkpoints and leave the rest beside its own;
+    the run that wrote them may still resume into it."""
+    from qzoo.cli import main
+
+    logs = tmp_path / "logs"
+    small = ["--env", "minatar/breakout", "--train-frames", "700", "--eval-frames", "100",
+             "--replay-capacity", "3000", "--min-replay-capacity-fraction", "0.1",
+             "--log-replay-capacity", "500", "--log-replay", str(logs)]  # fmt: skip
+    first = ["train", "dqn", *small, "--run-dir", str(tmp_path / "a")]
+    assert main([*first, "--iterations", "1"]) == 0
+    before = {p.name: p.read_bytes() for p in (logs / "replay_logs").iterdir()}
+    capsys.readouterr()
+    assert (
+        main(["train", "dqn", *small, "--iterations", "1", "--run-dir", str(tmp_path / "b")]) == 2
+    )
+    err = capsys.readouterr().err
+    assert err.startswith(f"qzoo: error: --log-replay {logs}: {logs / 'replay_logs'} already "
+                          "holds a DQN Replay Dataset") and err.count("\n") == 1  # fmt: skip
+    assert {p.name: p.read_bytes() for p in (logs / "replay_logs").iterdir()} == before
+    assert not (tmp_path / "b").exists()
+    assert main([*first, "--iterations", "2", "--accept-changes", "iterations"]) == 0

@@ -123,7 +123,7 @@ def to_qzoo(src, dst, quiet=False):
             print(f"checkpoint {suffix} -> {out}", file=sys.stderr)
     if bar is not None:
         bar.close()
-    manifest = {"format": QZOO_FORMAT, "checkpoints": found}
+    manifest = {"format": QZOO_FORMAT, "checkpoints": found, "sources": sources(src, found)}
     atomic_write(
         os.path.join(dst, "dataset.json"), lambda f: f.write(json.dumps(manifest).encode())
     )
@@ -200,10 +200,25 @@ def main(argv):
             print(f"  ckpt {row['checkpoint']:>3}: add_count {row['add_count']:>10,}  "
                   f"transitions {row['transitions']:>9,}  episodes {row['episodes_ended']:>6,}  "
                   f"mean clipped return {'n/a' if ret is None else f'{ret:.2f}'}")  # fmt: skip
-    elif options["to"] == "qzoo":
-        to_qzoo(options["src"], options["dst"])
     else:
-        to_dopamine(options["src"], options["dst"])
+        _check_empty_destination(options["dst"])
+        (to_qzoo if options["to"] == "qzoo" else to_dopamine)(options["src"], options["dst"])
+
+
+def _check_empty_destination(dst):
+    """A conversion writes into a new or empty folder: into a dataset it would replace
+    some checkpoints and leave the others beside them, one dataset of two."""
+    try:
+        names = os.listdir(dst)
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        raise UserError(f"convert: {dst} is a file; expected a new or empty folder") from None
+    if names:
+        raise UserError(
+            f"convert: {dst} is not empty ({len(names)} entries, e.g. {min(names)}); "
+            "expected a new or empty folder (a conversion cut short: delete it and run again)"
+        )
 
 
 def first_suffixes(config):
@@ -252,6 +267,28 @@ def dataset_suffixes(folder, checkpoints="", reload=0):
     return chosen
 
 
+def sources(folder, suffixes):
+    """Each checkpoint's six files' (size, modification time in ns), as a conversion's
+    manifest records them: its cached copy is reused only while they are unchanged (a
+    resumed --log-replay run rewrites its last, partial checkpoint under the same
+    suffix)."""
+
+    def stat(path):
+        st = os.stat(path)
+        return [st.st_size, st.st_mtime_ns]
+
+    return {str(s): [stat(os.path.join(folder, dopamine.file_name(a, s))) for a in dopamine.DTYPES]
+            for s in suffixes}  # fmt: skip
+
+
+def _manifest_sources(cache):
+    try:
+        with open(os.path.join(cache, "dataset.json"), "rb") as f:
+            return json.loads(f.read()).get("sources")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def first_rows(checkpoint, rows):
     """batch_rl's smaller-dataset mode: the checkpoint as Dopamine's buffer of capacity
     `rows` sees it after slicing its arrays (rows past `rows` are never indexed, since
@@ -269,7 +306,7 @@ def qzoo_layout(folder):
         return folder
     cache = os.path.join(folder, "qzoo")
     found = dopamine.suffixes(replay_logs(folder))
-    if os.path.exists(os.path.join(cache, "dataset.json")) and sorted(load_qzoo(cache)) == found:
+    if _manifest_sources(cache) == sources(replay_logs(folder), found):
         return cache
     print(f"offline: converting {folder} to a memory-mappable copy in {cache} (once; "
           "`qzoo dataset convert` does the same)", file=sys.stderr)  # fmt: skip

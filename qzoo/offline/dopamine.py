@@ -44,8 +44,11 @@ def file_name(attribute, suffix):
 
 
 def suffixes(folder):
-    """The checkpoint suffixes in `folder` that have all six files, in order (as
-    batch_rl's FixedReplayBuffer finds them: 6 or 7 files per suffix)."""
+    """The checkpoint suffixes in `folder`, in order, each with all six files.
+
+    batch_rl's FixedReplayBuffer skips a suffix without them in silence; qzoo refuses
+    it, naming the first missing file (a dataset with a hole would otherwise train on
+    less than it says)."""
     try:
         names = os.listdir(folder)
     except OSError as e:
@@ -56,6 +59,12 @@ def suffixes(folder):
         if match:
             found.setdefault(int(match.group(2)), set()).add(match.group(1))
     required = {("$store$_" + a if a in STORE else a) for a in DTYPES}
+    for suffix, attributes in sorted(found.items()):
+        missing = sorted(required - attributes)
+        if missing and attributes & required:
+            name = f"{missing[0]}_ckpt.{suffix}.gz"
+            raise UserError(f"{os.path.join(folder, name)}: missing; a checkpoint suffix "
+                            "needs all six files")  # fmt: skip
     return sorted(s for s, attributes in found.items() if required <= attributes)
 
 

@@ -122,8 +122,10 @@ class LoggedReplayWriter:
 
     def close(self):
         """Writes the final partial snapshot: add_count = cursor, so a reader treats it
-        as a buffer that is not full and uses rows [0, cursor) only."""
-        if self.add_count:
+        as a buffer that is not full and uses rows [0, cursor) only. None when the
+        last row just completed a full one (batch_rl's log_final_buffer writes it
+        again, and an offline run would then count every row of it twice)."""
+        if self.add_count and self.add_count % self.capacity != self.capacity - 1:
             self._snapshot(self.cursor)
 
 
