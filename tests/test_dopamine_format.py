@@ -281,6 +281,10 @@ def test_dataset_info_and_a_round_trip_through_the_qzoo_layout(tmp_path, capsys)
     assert main(["dataset", "convert", str(source), str(tmp_path / "q"), "--to", "qzoo"]) == 0
     mapped = load_qzoo(tmp_path / "q")
     assert isinstance(mapped[0]["observation"], np.memmap)
+    assert main(["dataset", "info", str(tmp_path / "q"), "--json"]) == 0  # convert's layout
+    converted = json.loads(capsys.readouterr().out)
+    assert [c["transitions"] for c in converted["checkpoints"]] == counts
+    assert [c["add_count"] for c in converted["checkpoints"]] == [29, 59, 21]
     back = tmp_path / "back"
     assert main(["dataset", "convert", str(tmp_path / "q"), str(back), "--to", "dopamine"]) == 0
     for suffix, original in zip(dopamine.suffixes(source), files):

@@ -61,19 +61,23 @@ def episode_returns(data):
 
 
 def info(folder, stack=4):
-    """One dict per checkpoint suffix of `folder`, and the totals (transitions counted
-    as valid for a frame stack of `stack`, Dopamine's 4 by default)."""
-    folder = replay_logs(folder)
-    found = dopamine.suffixes(folder)
+    """One dict per checkpoint suffix of `folder` (Dopamine's files, or `convert`'s qzoo
+    layout), and the totals (transitions counted as valid for a frame stack of `stack`,
+    Dopamine's 4 by default)."""
+    qzoo = os.path.exists(os.path.join(folder, "dataset.json"))  # convert's own layout
+    folder = folder if qzoo else replay_logs(folder)
+    mapped = load_qzoo(folder) if qzoo else None
+    found = sorted(mapped) if qzoo else dopamine.suffixes(folder)
     if not found:
         raise UserError(f"{folder} holds no DQN Replay Dataset checkpoint (six *_ckpt.N.gz files)")
     rows, total_valid, total_bytes = [], 0, 0
     for suffix in found:
-        data = _small_arrays(folder, suffix)
+        data = mapped[suffix] if qzoo else _small_arrays(folder, suffix)
         valid = DatasetStorage([data], stack=stack).valid_count()
         ended, returns = episode_returns(data)
-        size = sum(os.path.getsize(os.path.join(folder, dopamine.file_name(a, suffix)))
-                   for a in dopamine.DTYPES)  # fmt: skip
+        names = ([os.path.join(f"ckpt.{suffix}", f"{a}.npy") for a in dopamine.DTYPES] if qzoo
+                 else [dopamine.file_name(a, suffix) for a in dopamine.DTYPES])  # fmt: skip
+        size = sum(os.path.getsize(os.path.join(folder, name)) for name in names)
         rows.append({"checkpoint": suffix, "add_count": int(data["add_count"]),
                      "frame_shape": list(data["observation"].shape[1:]),
                      "transitions": valid, "episodes_ended": ended,
