@@ -17,6 +17,7 @@ import torch
 
 from qzoo.config import build_config
 from qzoo.envs.memory import STATELESS_CARTPOLE
+from qzoo.errors import UserError
 from qzoo.loop import Trainer
 
 # The feed-forward baseline: qzoo's DQN with the gym domain's defaults (Adam, Huber),
@@ -114,4 +115,8 @@ def _runs_from_json(paths, folder, train_frames, eval_frames):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except UserError as error:  # bad options: one line, as qzoo's own commands answer
+        print(f"r2d1_memory.py: error: {error}", file=sys.stderr)
+        sys.exit(2)

@@ -229,8 +229,9 @@ class Config:
     # Acting (rlpyt's samplers and agents, issue 11; qzoo/acting/, README "Acting").
     replay_ratio: float = option(0.0, "schedule", "rlpyt's replay ratio: transitions sampled "
                                  "per transition collected (0: from --learn-period; R gives "
-                                 "one update per batch-size x action-repeats / R frames)",
-                                 NON_NEGATIVE)
+                                 "one update per batch-size x action-repeats / R frames; "
+                                 "at most 1,024, 32 updates of 32 per agent step)",
+                                 Real(0, 1024))
     eps_final_min: float = option(0.0, "schedule", "rlpyt's vector epsilon: final epsilons "
                                   "log-spaced from this to --exploration-epsilon-end-value "
                                   "over all environments (0: off)", UNIT)

@@ -63,7 +63,7 @@ ACTS_ONLY_WITH.update({
 _RAY_ONLY = ("address", "actors", "envs_per_actor", "replay_shards")
 # Ape-X's fixed per-environment epsilons replace the decaying schedule on Ray.
 _NOT_ON_RAY = ("exploration_epsilon_begin_value", "exploration_epsilon_end_value",
-               "exploration_epsilon_decay_frame_fraction")  # fmt: skip
+               "exploration_epsilon_decay_frame_fraction", "eps_final_min")  # fmt: skip
 ACTS_ONLY_WITH.update({name: (None, (), lambda c, d: c.ray, "--ray") for name in _RAY_ONLY})
 ACTS_ONLY_WITH.update(
     {

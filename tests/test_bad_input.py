@@ -86,6 +86,10 @@ TRAIN = [
      "--offline no-such-dataset: no DQN Replay Dataset there"),
     (["train", "dqn", "--offline", "data", "--log-replay", "logs"],
      "no --log-replay with --offline"),
+    (["train", "dqn", "--replay-ratio", "1e9"], "--replay-ratio: bad value 1e9; expected a number"),
+    (["train", "dqn", *CARTPOLE, "--ray", "--eps-final-min", "0.001"],
+     ("--eps-final-min: bad value 0.001; expected no --eps-final-min here: it only acts with a run "
+     "without --ray")),
     (["train", "dqn", "--env", "minatar/breakout", "--log-replay-capacity", "500"],
      ("--log-replay-capacity: bad value 500; expected no --log-replay-capacity here: it only "
      "acts with --log-replay")),

@@ -252,8 +252,8 @@ class RayTrainer(Trainer):
         if priorities is not None:
             self.shards[k].update_priorities.remote(batch.indices, priorities)
         self.updates += 1
-        if self.updates % self.target_every == 0:
-            self.learner.update_target()
+        if self.updates % self.target_every == 0:  # soft with --target-update-tau < 1
+            self.learner.update_target(self.config.target_update_tau)
         if self.updates % (self.config.publish_period or 100) == 0:
             self._publish()
         return True
