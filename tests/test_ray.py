@@ -213,6 +213,25 @@ def test_two_actors_and_two_shards_learn_cartpole(local_ray, tmp_path, capsys):
     assert int(last["train_num_updates"]) > 0 and float(last["actor_frame_rate"]) > 0
 
 
+@pytest.mark.slow
+def test_training_rates_count_frames_collected_during_the_evaluation_before(
+    local_ray, tmp_path, capsys
+):
+    """About 15 s. The actors collect through evaluations: here all of an iteration's
+    1,000 frames arrive while the previous 4,000-frame evaluation runs. Measured over
+    the training phase alone they showed 0 frames/s and 5e7 updates/s; the rates span
+    the time since the last training phase ended."""
+    run_dir = tmp_path / "run"
+    argv = CARTPOLE + ["--ray", "--iterations", "2", "--train-frames", "1000",
+                       "--eval-frames", "4000", "--replay-capacity", "2000",
+                       "--min-replay-capacity-fraction", "0.1", "--run-dir", str(run_dir),
+                       "--no-progress"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    for row in _rows(run_dir)[1:]:
+        assert float(row["train_frame_rate"]) > 0, row
+        assert 0 < float(row["train_updates_per_second"]) < 1e4, row
+
+
 def kill_when_results(run_dir, prefix, poll=0.2):
     """A started thread that kills (ray.kill, restart allowed) the Ray actor whose name
     starts with `prefix` once `run_dir` holds results.csv; and the list it appends the

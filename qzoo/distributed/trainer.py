@@ -114,6 +114,7 @@ class RayTrainer(Trainer):
         self.version, self.weights = -1, None
         self._publish()
         self._last = self._snapshot()
+        self._train_mark = None  # (time, frames) where the last training phase ended
 
     # ---- the coordination loop ------------------------------------------------
     def _publish(self):
@@ -262,13 +263,18 @@ class RayTrainer(Trainer):
     def train_phase(self, num_frames, progress=None):
         """Until iteration x train_frames frames are collected (frames collected while the
         previous evaluation ran count too); the phase's statistics."""
-        started, frames = time.perf_counter(), self.frame_t
+        # Rates over the time since the last training phase ended: the actors went on
+        # collecting (and the learner learning) through the evaluation between, and
+        # measured from this phase's start alone an iteration whose frames were all
+        # collected then showed 0 frames/s and 5e7 updates/s.
+        started, frames = self._train_mark or (time.perf_counter(), self.frame_t)
         self._progress = progress
         try:
             self.collect_until(self.iteration * self.config.train_frames)
         finally:
             self._progress = None
-        duration = time.perf_counter() - started
+        ended = time.perf_counter()
+        duration, self._train_mark = ended - started, (ended, self.frame_t)
         returns, self.returns = self.returns, []
         values = self.state_values[~np.isnan(self.state_values)]
         return {"episode_return": float(np.mean(returns)) if returns else math.nan,
@@ -313,6 +319,8 @@ class RayTrainer(Trainer):
     def run_iteration(self, progress=None):
         """Trainer's row plus the Ray run's rates over the iteration (train and
         evaluation), the realised replay ratio and the restarts so far."""
+        if self._train_mark is None:  # the first iteration of this process
+            self._train_mark = (time.perf_counter(), self.frame_t)
         row = super().run_iteration(progress)
         now = self._snapshot()
         elapsed = now[0] - self._last[0]
