@@ -43,8 +43,8 @@ def training_epsilon(config, schedule):
     if finals is None:
         return schedule
     shown = ", ".join(f"{e:.4g}" for e in finals)
-    print(f"qzoo: note: final epsilons of the {len(finals)} environments: {shown}",
-          file=sys.stderr)  # fmt: skip
+    which = f"the {len(finals)} environments" if len(finals) > 1 else "the environment"
+    print(f"qzoo: note: final epsilons of {which}: {shown}", file=sys.stderr)
     return LinearSchedule(schedule.begin_t, schedule.decay_steps, schedule.begin_value, finals)
 
 
