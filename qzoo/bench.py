@@ -243,7 +243,9 @@ def measure_train(config, frames, warmup_transitions):
     updates = trainer.learner.pop_statistics()["num_updates"]
     described = {"agent": agent, "env": config.env, "num_envs": config.num_envs,
                  "device": str(device), "frames": frames, "learn_period": config.learn_period,
-                 "batch_size": config.batch_size, **_machine()}  # fmt: skip
+                 "batch_size": config.batch_size, "precision": config.precision,
+                 "acting": config.acting, "replay_compression": config.replay_compression,
+                 **_machine()}  # fmt: skip
     if device.type == "cuda":
         described["gpu"] = torch.cuda.get_device_name(device)
     results = {"steps_per_second": stats["steps_per_second"], "frames_per_second": stats["frame_rate"],

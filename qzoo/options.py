@@ -13,7 +13,7 @@ import dataclasses
 import math
 
 from qzoo import options_features as features
-from qzoo.errors import UserError, bad_value, flag, shown
+from qzoo.errors import UserError, bad_value, closest, flag, shown
 
 
 class Int:
@@ -142,7 +142,11 @@ def parse(field, value):
         except ValueError:
             raise bad_value(field.name, value, domain.expected) from None
     if not domain.accepts(typed):
-        raise bad_value(field.name, value, domain.expected)
+        expected = domain.expected
+        if isinstance(domain, Choice) and isinstance(value, str):
+            hint = closest(value, domain.choices, n=1)  # --acting paralel
+            expected += f" (did you mean {hint[0]}?)" if hint else ""
+        raise bad_value(field.name, value, expected)
     return typed
 
 

@@ -86,6 +86,8 @@ TRAIN = [
      "--offline no-such-dataset: no DQN Replay Dataset there"),
     (["train", "dqn", "--offline", "data", "--log-replay", "logs"],
      "no --log-replay with --offline"),
+    (["train", "dqn", "--acting", "paralel"], ("expected one of serial, parallel, alternating, "
+     "async (did you mean parallel?)")),
     (["train", "dqn", "--replay-ratio", "1e9"], "--replay-ratio: bad value 1e9; expected a number"),
     (["train", "dqn", *CARTPOLE, "--ray", "--eps-final-min", "0.001"],
      ("--eps-final-min: bad value 0.001; expected no --eps-final-min here: it only acts with a run "

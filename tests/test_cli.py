@@ -82,3 +82,18 @@ def test_tensorboard_scalars_are_written(tmp_path):
     tags = events.Tags()["scalars"]
     assert {"eval_episode_return", "train_loss", "train_mean_q", "train_frame_rate"} <= set(tags)
     assert [e.step for e in events.Scalars("eval_episode_return")] == [0, 300]
+
+
+def test_bench_train_lines_say_what_was_measured(capsys):
+    """Each JSON line names the agent and the options that change its speed, so that
+    lines from different runs (an lz4 replay, bfloat16, async acting) can be told apart."""
+    import json
+
+    argv = ["bench", "train", "--agent", "dqn", "--env", "CartPole-v1", "--frames", "1000"]
+    assert main(argv) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {line["name"] for line in lines} >= {"train_agent_steps_per_second",
+                                                "train_updates_per_second"}  # fmt: skip
+    for line in lines:
+        assert (line["agent"], line["precision"], line["acting"]) == ("dqn", "float32", "serial")
+        assert line["replay_compression"] == "none" and line["value"] > 0
