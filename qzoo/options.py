@@ -202,6 +202,14 @@ def _relations(config, domain):
           f"than the {c.exploration_begin_frame} frames it takes to fill the replay to "
           f"--min-replay-capacity-fraction {c.min_replay_capacity_fraction} of "
           f"--replay-capacity {c.replay_capacity} before learning starts")),
+        # A ratio so low that the whole run falls due no update trains nothing, silently.
+        (("replay_ratio", "iterations", "train_frames"),
+         c.offline or c.replay_ratio == 0 or (c.iterations * c.train_frames
+         - c.exploration_begin_frame) * c.replay_ratio >= c.batch_size * c.action_repeats,
+         (f"one high enough for an update in the run: {shown(c.replay_ratio)} gives one per "
+          f"{c.batch_size * c.action_repeats / max(c.replay_ratio, 1e-300):,.0f} frames "
+          f"(--batch-size x action repeats / R), and the run learns over "
+          f"{max(0, c.iterations * c.train_frames - c.exploration_begin_frame):,} frames")),
         # Heads are plain Q-values (batch_rl's multi-head networks): a distribution per
         # head would need its own objective, which qzoo does not have.
         (("distribution", "num_heads"), c.num_heads == 1 or c.distribution == "none",

@@ -88,6 +88,11 @@ TRAIN = [
      "no --log-replay with --offline"),
     (["train", "dqn", "--acting", "paralel"], ("expected one of serial, parallel, alternating, "
      "async (did you mean parallel?)")),
+    (["train", "dqn", *CARTPOLE, "--replay-ratio", "0.001", "--iterations", "3",
+      "--train-frames", "1000"],
+     ("--replay-ratio: bad value 0.001; expected one high enough for an update in the run: "
+     "0.001 gives one per 64,000 frames (--batch-size x action repeats / R), and the run learns "
+     "over 2,000 frames")),
     (["train", "dqn", "--replay-ratio", "1e9"], "--replay-ratio: bad value 1e9; expected a number"),
     (["train", "dqn", *CARTPOLE, "--ray", "--eps-final-min", "0.001"],
      ("--eps-final-min: bad value 0.001; expected no --eps-final-min here: it only acts with a run "
