@@ -202,7 +202,7 @@ def _relations(config, domain):
           f"than the {c.exploration_begin_frame} frames it takes to fill the replay to "
           f"--min-replay-capacity-fraction {c.min_replay_capacity_fraction} of "
           f"--replay-capacity {c.replay_capacity} before learning starts")),
-        # A ratio so low that the whole run falls due no update trains nothing, silently.
+        # A ratio so low that no update falls due in the whole run would train nothing.
         (("replay_ratio", "iterations", "train_frames"),
          c.offline or c.replay_ratio == 0 or (c.iterations * c.train_frames
          - c.exploration_begin_frame) * c.replay_ratio >= c.batch_size * c.action_repeats,
