@@ -184,16 +184,25 @@ def check_acting(config, given):
         )
 
 
+def _async_threads_relations(name, c, why):
+    """`name` works on --acting async's threads: none with another --acting, nor with
+    --deterministic, which runs async's schedule in one thread."""
+    return [
+        ((name, "acting"), c.acting == "async", f"false with --acting {c.acting}: {why}"),
+        (
+            (name, "deterministic"),
+            not c.deterministic,
+            "false with --deterministic (lockstep runs in one thread)",
+        ),
+    ]
+
+
 # --prefetch-targets (acting/prefetch.py, issue 13): targets computed in another thread.
 def prefetch_relations(c):
     if not c.prefetch_targets:
         return []
     draws = "false with {}: its target network draws from the learner's random stream"
-    return [
-        (("prefetch_targets", "acting"), c.acting == "async",
-         f"false with --acting {c.acting}: it only acts with --acting async"),
-        (("prefetch_targets", "deterministic"), not c.deterministic,
-         "false with --deterministic (lockstep runs in one thread)"),
+    return _async_threads_relations("prefetch_targets", c, "it only acts with --acting async") + [
         (("prefetch_targets", "compile"), not c.compile,
          "false with --compile (the compiled update computes its own targets)"),
         (("prefetch_targets", "noisy"), not c.noisy, draws.format("--noisy")),
@@ -210,11 +219,7 @@ def prefetch_relations(c):
 def pin_relations(c):
     if not c.pin_threads:
         return []
-    return [
-        (("pin_threads", "acting"), c.acting == "async",
-         f"false with --acting {c.acting}: it pins the threads of --acting async"),
-        (("pin_threads", "deterministic"), not c.deterministic,
-         "false with --deterministic (lockstep runs in one thread)"),
+    return _async_threads_relations("pin_threads", c, "it pins the threads of --acting async") + [
         # PyTorch's pool threads, made before a phase starts, would keep every core.
         (("pin_threads", "threads"), c.threads == 1,
          "false without --threads 1: it pins one PyTorch thread per Python thread"),
