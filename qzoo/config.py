@@ -368,6 +368,15 @@ def make_config(agent, env, domain, overrides, given=None):
     """The layers of the module docstring for `agent` on canonical `env` of `domain`,
     with `overrides` (typed values) on top; validated (options.validate, with `given`)."""
     check_agent(agent)
+    config = Config(agent=agent, env=env, **layered_values(agent, domain, overrides))
+    options_lib.validate(config, domain, given)
+    return config
+
+
+def layered_values(agent, domain, overrides):
+    """The values `agent`'s Config takes over Config's defaults on an environment of
+    `domain`: its preset, the domain's defaults, the preset's for that domain, then
+    `overrides` (unchecked)."""
     # A run is offline when it names a dataset (--offline DIR).
     preset = preset_values(agent, offline=bool(overrides.get("offline")))
     # A preset's own values for a domain (R2D1's sequences on CartPole) come after the
@@ -378,9 +387,20 @@ def make_config(agent, env, domain, overrides, given=None):
         # On Ray each actor steps --envs-per-actor environments: a preset's --num-envs
         # (R2D1's 4 on CartPole, 32 on Atari) is the serial loop's and gives way.
         values["num_envs"] = 1
-    config = Config(agent=agent, env=env, **values)
-    options_lib.validate(config, domain, given)
-    return config
+    return values
+
+
+def default_values(saved):
+    """What each option of Config was in a run saved as the dict `saved`, when that
+    run was made by a qzoo without the option: Config's default under the run's agent,
+    environment and offline-ness (it ran as if so)."""
+    from qzoo import envs
+
+    domain = envs.interpret(saved["env"])[0]
+    layers = layered_values(saved["agent"], domain, {"offline": saved.get("offline", "")})
+    return {
+        field.name: layers.get(field.name, field.default) for field in dataclasses.fields(Config)
+    }
 
 
 def default_run_dir(config):

@@ -331,9 +331,14 @@ def _plain(value):
 
 
 def _differences(saved, current, ignore):
-    """[(key, saved value, current value)] over the keys of `saved`; keys that a newer
-    qzoo added to Config (absent from `saved`) take their current value."""
+    """[(key, saved value, current value)] over the keys of `saved` and `current`. A key
+    that a newer qzoo added to Config (absent from `saved`) has the value the saved run
+    ran with: the option's default for that run's agent and environment."""
     saved, current = _plain(saved), _plain(current)
+    missing = [k for k in current if k not in saved]
+    if missing:
+        defaults = _plain(config_lib.default_values(saved))
+        saved = {**saved, **{k: defaults[k] for k in missing if k in defaults}}
     return [
         (k, saved[k], current.get(k))
         for k in saved

@@ -2,6 +2,7 @@
 runs, planted pickles, full disks, bad resumes and divergence. Each refusal is one
 line, exit code 2, and leaves the folder exactly as it was."""
 
+import dataclasses
 import errno
 import json
 import math
@@ -481,3 +482,32 @@ def test_divergence_stops_with_exit_3_and_keeps_the_last_good_checkpoint(
     after = snapshot(run_dir)
     after.pop("config.json"), before.pop("config.json")
     assert after == before  # checkpoint and results.csv byte-identical
+
+
+def test_an_option_newer_than_the_run_is_compared_with_what_the_run_ran_with(tmp_path):
+    """A run saved by a qzoo without --mlp-layers ran with its default (none): resuming
+    it with --mlp-layers is refused as a change, resuming it as it was is not."""
+    from qzoo import config as config_lib
+    from qzoo.rundir import _differences
+
+    current = dataclasses.asdict(config_lib.build_config("dqn", {"env": "CartPole-v1"}))
+    old = {k: v for k, v in current.items() if k not in ("mlp_layers", "pin_threads")}
+    assert _differences(old, current, ()) == []
+    changed = {**current, "mlp_layers": "120,84"}
+    assert _differences(old, changed, ()) == [("mlp_layers", "", "120,84")]
+    # The default is the agent's and environment's: R2D1's CartPole sequences.
+    r2d1 = dataclasses.asdict(config_lib.build_config("r2d1", {"env": "CartPole-v1"}))
+    assert _differences({k: v for k, v in r2d1.items() if k != "burn_in_steps"}, r2d1, ()) == []
+
+
+def test_resuming_an_older_runs_folder_with_a_newer_option_is_refused(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert train(run) == 0
+    saved = json.loads((run / "config.json").read_text())
+    saved.pop("mlp_layers")
+    (run / "config.json").write_text(json.dumps(saved))
+    shutil.rmtree(run / "checkpoints")  # config.json alone: the check a start makes
+    capsys.readouterr()
+    assert train(run, "--mlp-layers", "32,32") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--mlp-layers '32,32' differs from ''" in err
