@@ -221,6 +221,11 @@ def _relations(config, domain):
         (("prioritized", "offline"), not (c.offline and c.prioritized) or c.recurrent,
          "--prioritized false with --offline (a dataset is sampled uniformly: Dopamine's rules)"),
         # Without noisy layers and with epsilon 0 throughout, nothing explores.
+        # rlpyt's make_vec_eps spaces the finals from eps_final_min up to eps_final.
+        (("eps_final_min", "exploration_epsilon_end_value"),
+         c.eps_final_min <= c.exploration_epsilon_end_value,
+         (f"0 (off) or at most --exploration-epsilon-end-value "
+          f"({shown(c.exploration_epsilon_end_value)}): the smallest of the finals")),
         (("noisy", "exploration_epsilon_begin_value", "exploration_epsilon_end_value"),
          c.noisy or c.exploration_epsilon_begin_value > 0 or c.exploration_epsilon_end_value > 0,
          ("some exploration: --noisy, or a positive --exploration-epsilon-begin-value or "
@@ -331,3 +336,4 @@ def validate(config, domain, given=None):
     if given:
         _check_acts(config, domain, given)
     features.check_acting(config, given)
+    features.check_preset_recurrence(config, given)

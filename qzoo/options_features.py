@@ -47,6 +47,23 @@ def recurrent_relations(config, domain):
          for name, holds, expected in feed_forward_only]  # fmt: skip
 
 
+def check_preset_recurrence(config, given):
+    """Refuses --no-recurrent on a preset made for R2D1's sequences: its --learn-period
+    counts sequences of --sequence-steps steps, and its value rescaling stands in for
+    reward clipping (--max-abs-reward 1e9), so a feed-forward learner with its values
+    would update about 80 times less often than DQN, on unclipped rewards."""
+    from qzoo.presets import PRESETS
+
+    preset = PRESETS[config.agent]["overrides"]
+    if "recurrent" in given and not config.recurrent and preset.get("recurrent"):
+        raise bad_value(
+            "recurrent", False, f"true for {config.agent}, whose values are R2D1's "
+            "(its --learn-period counts sequences; value rescaling replaces reward "
+            "clipping): for a feed-forward agent with its options, use e.g. `qzoo "
+            "train dqn --double-q --dueling --prioritized --n-steps 5`",
+        )  # fmt: skip
+
+
 ACTS_ONLY_WITH.update({
     **{name: (None, (), lambda c, d: c.recurrent, "--recurrent (R2D1)")
        for name in ("lstm_size", "burn_in_steps", "sequence_steps", "store_state_interval",

@@ -97,6 +97,11 @@ TRAIN = [
     (["train", "dqn", *CARTPOLE, "--ray", "--eps-final-min", "0.001"],
      ("--eps-final-min: bad value 0.001; expected no --eps-final-min here: it only acts with a run "
      "without --ray")),
+    (["train", "dqn", *CARTPOLE, "--num-envs", "4", "--eps-final-min", "0.5"],
+     ("--eps-final-min: bad value 0.5; expected 0 (off) or at most "
+      "--exploration-epsilon-end-value (0.1): the smallest of the finals")),
+    (["train", "r2d1", *CARTPOLE, "--no-recurrent"],
+     "--recurrent: bad value false; expected true for r2d1, whose values are R2D1's"),
     (["train", "dqn", "--env", "minatar/breakout", "--log-replay-capacity", "500"],
      ("--log-replay-capacity: bad value 500; expected no --log-replay-capacity here: it only "
      "acts with --log-replay")),
