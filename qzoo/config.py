@@ -263,7 +263,7 @@ class Config:
                                     "runs the target network on it while the learner "
                                     "updates (prioritized sampling sees priorities one "
                                     "update late)")
-    pin_threads: bool = option(False, "run", "async with --threads 1 (Linux): the learner's "
+    pin_threads: bool = option(False, "run", "async (Linux; one PyTorch thread): the learner's "
                                "thread on the first core this process may use, the actor's "
                                "and the prefetcher's on the others")
     deterministic: bool = option(False, "run", "async: actor and learner in lockstep in one "

@@ -238,8 +238,8 @@ def pin_relations(c):
         return []
     return _async_threads_relations("pin_threads", c, "it pins the threads of --acting async") + [
         # PyTorch's pool threads, made before a phase starts, would keep every core.
-        (("pin_threads", "threads"), c.threads == 1,
-         "false without --threads 1: it pins one PyTorch thread per Python thread"),
+        (("pin_threads", "threads"), c.threads <= 1,
+         "false with --threads above 1: it pins one PyTorch thread per Python thread"),
     ]  # fmt: skip
 
 

@@ -23,7 +23,11 @@ update took 2.6-3.0 ms more wall time than CPU time, pinned 0.7-0.8 ms, and the 
 went from 175-204 to 202-213 agent steps/s (four alternating pairs, BENCHMARKS.md).
 Pinning chooses among the cores
 this process may use, so `taskset -c 2,3 qzoo train ... --pin-threads` keeps two runs
-apart. Linux only (elsewhere the threads stay unpinned).
+apart. Environment worker processes (`--actor-workers` above 1) are forked by the
+actor's thread at each phase start, once it is pinned, and Linux gives a forked child
+its parent thread's cores: they run on the actor's cores too. With `--threads 0` (auto)
+it means one PyTorch thread per Python thread, as `--threads 1` does, whatever the
+machine. Linux only (elsewhere the threads stay unpinned).
 """
 
 import contextlib
@@ -68,6 +72,8 @@ def pinned(cores):
 
 def auto_threads(config, domain, cuda):
     """The thread count `--threads 0` stands for (see the module docstring)."""
+    if config.pin_threads:  # one PyTorch thread per pinned Python thread
+        return 1
     if cuda or resolved_torso(config, domain) not in ("nature_cnn", "dopamine_cnn"):
         return 1
     return max(1, min(4, usable_cores() // 2))
@@ -80,7 +86,7 @@ def apply(config):
 
     from qzoo import envs
 
-    if config.threads == 0 and "OMP_NUM_THREADS" in os.environ:
+    if config.threads == 0 and "OMP_NUM_THREADS" in os.environ and not config.pin_threads:
         return torch.get_num_threads()
     cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
     n = config.threads or auto_threads(config, envs.resolve(config.env)[0], cuda)

@@ -327,8 +327,8 @@ BAD = [
     (["--pin-threads"], "--pin-threads: bad value true; expected false with --acting serial"),
     (["--acting", "async", "--pin-threads", "--threads", "1", "--deterministic"],
      "--pin-threads: bad value true; expected false with --deterministic"),
-    (["--acting", "async", "--pin-threads"],
-     "--pin-threads: bad value true; expected false without --threads 1: it pins one PyTorch"),
+    (["--acting", "async", "--pin-threads", "--threads", "2"],
+     "--pin-threads: bad value true; expected false with --threads above 1: it pins one PyTorch"),
 ]  # fmt: skip
 
 

@@ -148,3 +148,38 @@ def test_a_resume_may_pin_threads_or_not(tmp_path):
     assert main([*run, "--iterations", "2", *more]) == 0
     rows = (tmp_path / "run" / "results.csv").read_text().splitlines()
     assert len(rows) == 1 + 3  # the header, iterations 0 (evaluation only), 1 and 2
+
+
+@pytest.mark.skipif(threads.pinned_cores() is None, reason="one usable core, or no affinity")
+def test_environment_workers_forked_by_a_pinned_thread_run_on_its_cores():
+    """--pin-threads pins --actor-workers processes by forking them from the pinned
+    actor thread (Actor.start, each phase): a forked child keeps that thread's cores."""
+    from qzoo.acting.workers import ProcessVectorEnv
+    from qzoo.envs import describe
+
+    config = make_config("dqn", "CartPole-v1", "gym", {"num_envs": 2, "actor_workers": 2})
+    _, other_cores = threads.pinned_cores()
+    seen = {}
+
+    def actor():
+        with threads.pinned(other_cores):
+            env = ProcessVectorEnv(config, 2, 0, info=describe(config), workers=2)
+        try:
+            seen["workers"] = [os.sched_getaffinity(p.pid) for p in env._processes]
+        finally:
+            env.close()
+
+    thread = threading.Thread(target=actor)
+    thread.start()
+    thread.join()
+    assert seen["workers"] == [other_cores, other_cores]
+
+
+def test_pin_threads_means_one_pytorch_thread_whatever_the_machine(monkeypatch):
+    """Auto threads (--threads 0) would be 4 for Pong on 16 cores; pinned, it is 1."""
+    monkeypatch.setattr(threads, "usable_cores", lambda: 16)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    pong = {"acting": "async"}
+    assert threads.auto_threads(make_config("dqn", "pong", "atari", pong), "atari", False) == 4
+    pinned = make_config("dqn", "pong", "atari", {**pong, "pin_threads": True})
+    assert pinned.threads == 0 and threads.auto_threads(pinned, "atari", False) == 1
