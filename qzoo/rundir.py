@@ -200,7 +200,9 @@ class _Run:
             folder.check_config_dict(state["config"], f"checkpoint {self.ckpt_path}")
             self.rows = state["rows"]
         if state is None and self.config.log_replay:
-            _check_new_replay_log(self.config.log_replay)
+            from qzoo.offline.writer import check_new_folder
+
+            check_new_folder(self.config.log_replay)
         saved = state["config"] if state is not None else saved_json
         accepted = self.check_same_run(saved, current, state is not None) if saved else []
         if state is not None and saved_json is not None:
@@ -344,22 +346,6 @@ def _differences(saved, current, ignore):
         for k in saved
         if k not in ignore and saved[k] != current.get(k)
     ]
-
-
-def _check_new_replay_log(log_replay):
-    """A new run logs its experience into a folder without another run's dataset:
-    its snapshots would replace some of those checkpoints and sit beside the others."""
-    logs = os.path.join(log_replay, "replay_logs")
-    try:
-        found = [n for n in os.listdir(logs) if "_ckpt." in n and n.endswith(".gz")]
-    except OSError:  # none yet (or not readable: writing it will say so)
-        return
-    if found:
-        raise UserError(
-            f"--log-replay {log_replay}: {logs} already holds a DQN Replay Dataset "
-            f"({len(found)} checkpoint files) that this new run would partly overwrite; "
-            f"expected a new or empty folder (delete {logs} to log again there)"
-        )
 
 
 def _check_finite(row):

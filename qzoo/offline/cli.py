@@ -11,10 +11,14 @@ uncompressed NPY files (`np.load(..., mmap_mode="r")` maps them without reading)
 almost no memory to train from.
 """
 
-import gzip
+import contextlib
+import functools
+import glob
 import json
+import math
 import os
 import sys
+import tempfile
 
 import numpy as np
 
@@ -32,13 +36,14 @@ def replay_logs(folder):
     return inner if os.path.isdir(inner) else folder
 
 
-def _small_arrays(folder, suffix):
-    """Every array of a suffix but the frames, whose shape comes from their header."""
+def _small_arrays(folder, suffix, whole=False):
+    """Every array of a suffix but the frames, whose shape comes from their header
+    (with `whole`, their file is also checked to hold all of them: read_shape)."""
     data = {a: dopamine.read_array(os.path.join(folder, dopamine.file_name(a, suffix)), a)
             for a in ("add_count", "invalid_range", "action", "reward", "terminal")}  # fmt: skip
     path = os.path.join(folder, dopamine.file_name("observation", suffix))
-    with gzip.open(path, "rb") as stream:
-        shape, _ = dopamine.read_header(stream, path)
+    shape = dopamine.read_shape(path, "observation", whole)
+    dopamine.check_shapes(folder, suffix, data, shape)
     # A zero-strided stand-in: the statistics never look at frames.
     data["observation"] = np.broadcast_to(np.zeros((1,) + shape[1:], np.uint8), shape)
     return data
@@ -48,11 +53,7 @@ def episode_returns(data):
     """(episodes ended in the file, returns of those seen whole) walking its rows in
     time order (§1.7: slot C-1 first in a full file, then 0 .. cursor-1), padding
     rows included (they carry reward 0). Rewards are the stored, clipped ones."""
-    capacity, add_count = len(data["action"]), int(data["add_count"])
-    cursor = add_count % capacity
-    order = (
-        (np.arange(capacity) + cursor) % capacity if add_count >= capacity else np.arange(cursor)
-    )
+    order = dopamine.time_order(len(data["action"]), int(data["add_count"]))
     terminal, reward = data["terminal"][order] != 0, data["reward"][order]
     ends = np.flatnonzero(terminal)
     sums = np.cumsum(reward)
@@ -60,19 +61,24 @@ def episode_returns(data):
     return len(ends), np.diff(sums[ends]).tolist()
 
 
-def info(folder, stack=4):
+def info(folder, stack=None):
     """One dict per checkpoint suffix of `folder` (Dopamine's files, or `convert`'s qzoo
-    layout), and the totals (transitions counted as valid for a frame stack of `stack`,
-    Dopamine's 4 by default)."""
+    layout), and the totals (transitions counted as valid for a frame stack of `stack`;
+    by default the one the files were logged with, dopamine.logged_stack, or Dopamine's
+    4 when they cannot tell)."""
     qzoo = os.path.exists(os.path.join(folder, "dataset.json"))  # convert's own layout
     folder = folder if qzoo else replay_logs(folder)
     mapped = load_qzoo(folder) if qzoo else None
     found = sorted(mapped) if qzoo else dopamine.suffixes(folder)
     if not found:
         raise UserError(f"{folder} holds no DQN Replay Dataset checkpoint (six *_ckpt.N.gz files)")
+    load = mapped.__getitem__ if qzoo else functools.partial(_small_arrays, folder, whole=True)
+    logged = None if stack else dopamine.logged_stack(load(s) for s in found)  # a first pass
+    stack, stack_from = ((stack, "option") if stack else (logged, "files") if logged
+                         else (4, "default"))  # fmt: skip
     rows, total_valid, total_bytes = [], 0, 0
     for suffix in found:
-        data = mapped[suffix] if qzoo else _small_arrays(folder, suffix)
+        data = load(suffix)
         valid = DatasetStorage([data], stack=stack).valid_count()
         ended, returns = episode_returns(data)
         names = ([os.path.join(f"ckpt.{suffix}", f"{a}.npy") for a in dopamine.DTYPES] if qzoo
@@ -90,20 +96,28 @@ def info(folder, stack=4):
     run = os.path.dirname(path)
     if os.path.basename(path) == "replay_logs" and os.path.basename(run) in "12345":
         game = os.path.basename(os.path.dirname(run))
-    return {"folder": folder, "game": game, "checkpoints": rows,
-            "transitions": total_valid, "bytes": total_bytes}  # fmt: skip
+    return {"folder": folder, "game": game, "checkpoints": rows, "transitions": total_valid,
+            "stack": stack, "stack_from": stack_from, "bytes": total_bytes}  # fmt: skip
 
 
-def to_qzoo(src, dst, quiet=False):
+def to_qzoo(src, dst, quiet=False, announce=None):
     """Converts every checkpoint of `src` into the memory-mappable layout in `dst`,
     one array at a time (the frames streamed into their map: bounded memory). The
-    manifest is written last, so an interrupted conversion is redone whole."""
+    manifest is written last, so an interrupted conversion is redone whole. Every file
+    is checked first (whole: read_shape) and `dst` found writable, so that a bad dataset
+    is refused before anything is written or the line `announce` printed."""
     from qzoo.logs import progress_bar
 
     src = replay_logs(src)
     found = dopamine.suffixes(src)
     if not found:
         raise UserError(f"{src} holds no DQN Replay Dataset checkpoint")
+    for suffix in found:
+        _small_arrays(src, suffix, whole=True)
+    os.makedirs(dst, exist_ok=True)
+    tempfile.TemporaryFile(dir=dst).close()  # an OSError on a read-only folder
+    if announce:
+        print(announce, file=sys.stderr)
     bar = progress_bar(len(found), "converting", "checkpoint")
     for suffix in found:
         out = os.path.join(dst, f"ckpt.{suffix}")
@@ -150,14 +164,35 @@ def load_qzoo(folder, only=None):
         arrays = {}
         for attribute, dtype in dopamine.DTYPES.items():
             path = os.path.join(folder, f"ckpt.{int(suffix)}", f"{attribute}.npy")
-            try:
-                arrays[attribute] = np.load(path, mmap_mode="r", allow_pickle=False)
-            except (OSError, ValueError) as e:
-                raise UserError(f"{path}: {e}") from None
+            arrays[attribute] = _map_npy(path, folder)
             if arrays[attribute].dtype != dtype:
                 raise UserError(f"{path}: dtype {arrays[attribute].dtype}, not {np.dtype(dtype)}")
         out[int(suffix)] = arrays
     return out
+
+
+def _map_npy(path, folder):
+    """np.load(path, mmap_mode="r"), refusing in one line a file cut short or garbled
+    (NumPy says "mmap length is greater than file size"), with the way to redo it."""
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        problem = f"is missing or corrupt ({getattr(e, 'strerror', None) or e})"
+    with contextlib.suppress(OSError, ValueError, EOFError), open(path, "rb") as f:
+        have = os.fstat(f.fileno()).st_size
+        problem = problem if have else "is empty (truncated)"
+        version = np.lib.format.read_magic(f)  # how much is missing, from the header
+        shape, _, dtype = getattr(np.lib.format, f"read_array_header_{min(version[0], 2)}_0")(f)
+        need = f.tell() + math.prod(shape) * dtype.itemsize
+        problem = f"is truncated ({have:,} of its {need:,} bytes)" if have < need else problem
+    parent = os.path.dirname(os.path.normpath(folder)) or "."
+    gzips = glob.glob(os.path.join(glob.escape(replay_logs(parent)), "*_ckpt.*.gz"))
+    if os.path.basename(os.path.normpath(folder)) == "qzoo" and gzips:  # qzoo_layout's copy
+        redo = (f"delete {folder}, the memory-mappable copy `--offline {parent}` made, and "
+                "the next such run converts the gzip files again")  # fmt: skip
+    else:
+        redo = "convert the dataset again, into a new folder (qzoo dataset convert ... --to qzoo)"
+    raise UserError(f"{path}: {problem}; {redo}")
 
 
 def to_dopamine(src, dst):
@@ -179,10 +214,11 @@ def main(argv):
     show.add_argument(
         "--stack",
         type=int,
-        default=4,
         choices=range(1, 65),
         metavar="K",
-        help="frames per state, for counting valid transitions (default 4)",
+        help="frames per state, for counting valid transitions (default: the stack the "
+        "files were logged with, e.g. 1 for a MinAtar run's, told by their invalid_range and "
+        "padding rows; 4, Dopamine's, when they cannot tell)",
     )
     convert = commands.add_parser("convert", help="between Dopamine's files and qzoo's")
     convert.add_argument("src")
@@ -196,9 +232,12 @@ def main(argv):
         if options["json"]:
             print(json.dumps(report))
             return
+        stack_from = {"files": "as logged", "option": "--stack",
+                      "default": "Dopamine's; the files do not tell"}[report["stack_from"]]  # fmt: skip
         print(f"{report['folder']} ({report['game'] or 'game unknown'}): "
-              f"{len(report['checkpoints'])} checkpoints, "
-              f"{report['transitions']:,} transitions, {report['bytes'] / 2**30:.2f} GiB")  # fmt: skip
+              f"{len(report['checkpoints'])} checkpoints, {report['transitions']:,} "
+              f"transitions (frame stack {report['stack']}, {stack_from}), "
+              f"{report['bytes'] / 2**30:.2f} GiB")  # fmt: skip
         for row in report["checkpoints"]:
             ret = row["mean_clipped_return"]
             print(f"  ckpt {row['checkpoint']:>3}: add_count {row['add_count']:>10,}  "
@@ -311,11 +350,12 @@ def qzoo_layout(folder):
     cache = os.path.join(folder, "qzoo")
     found = dopamine.suffixes(replay_logs(folder))
     if _manifest_sources(cache) == sources(replay_logs(folder), found):
+        load_qzoo(cache)  # every file mappable: refused now, not at the iteration using it
         return cache
-    print(f"offline: converting {folder} to a memory-mappable copy in {cache} (once; "
-          "`qzoo dataset convert` does the same)", file=sys.stderr)  # fmt: skip
+    announce = (f"offline: converting {folder} to a memory-mappable copy in {cache} "
+                "(once; `qzoo dataset convert` does the same)")  # fmt: skip
     try:
-        to_qzoo(folder, cache, quiet=True)
+        to_qzoo(folder, cache, quiet=True, announce=announce)
     except OSError as e:  # e.g. a dataset on a read-only share
         raise UserError(
             f"--offline {folder}: cannot write its memory-mappable copy in {cache} "

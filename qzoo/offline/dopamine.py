@@ -99,16 +99,21 @@ def read_header(stream, path):
     return tuple(shape), dtype
 
 
+def _typed_header(stream, path, attribute):
+    """read_header, refusing a dtype other than `attribute`'s."""
+    shape, dtype = read_header(stream, path)
+    if dtype != np.dtype(DTYPES[attribute]):
+        raise _corrupt(path, f"has dtype {dtype}, not {np.dtype(DTYPES[attribute])}")
+    return shape, dtype
+
+
 def read_array(path, attribute, out=None):
     """Reads `attribute`'s array from the gzip file `path`, checking its dtype (and its
     shape against `out`'s, when given). With `out` (e.g. a memory map) the data are
     streamed into it in chunks, so no second copy of a 7 GB array is made."""
-    expected = np.dtype(DTYPES[attribute])
     try:
         with gzip.open(path, "rb") as stream:
-            shape, dtype = read_header(stream, path)
-            if dtype != expected:
-                raise _corrupt(path, f"has dtype {dtype}, not {expected}")
+            shape, dtype = _typed_header(stream, path, attribute)
             if out is None:
                 out = np.empty(shape, dtype)
             elif tuple(out.shape) != shape:
@@ -122,11 +127,51 @@ def read_array(path, attribute, out=None):
                 done += n
             if stream.read(1):
                 raise _corrupt(path, "has bytes after its array")
-    except FileNotFoundError:
-        raise UserError(f"{path}: missing; a checkpoint suffix needs all six files") from None
-    except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
-        raise _corrupt(path, f"is not readable gzip ({e})") from None
+    except (OSError, EOFError, zlib.error) as e:
+        raise _unreadable(path, e) from None
     return out
+
+
+def _unreadable(path, error):
+    if isinstance(error, FileNotFoundError):
+        return UserError(f"{path}: missing; a checkpoint suffix needs all six files")
+    if isinstance(error, EOFError):  # "Compressed file ended before the end-of-stream..."
+        return _corrupt(
+            path, "is truncated (its gzip stream ends early: a copy or write cut short)"
+        )
+    return _corrupt(path, f"is not readable gzip ({error})")  # BadGzipFile is an OSError
+
+
+def read_shape(path, attribute, whole=False):
+    """The shape of `attribute`'s array in the gzip file `path`, from its header (dtype
+    checked) without reading its data; with `whole`, also refuses a file cut short (an
+    interrupted copy). A single gzip member, as Dopamine and qzoo write, ends with its
+    data's length mod 2**32, so 4 bytes tell; any other file is decompressed to count."""
+    try:
+        with gzip.open(path, "rb") as stream:
+            shape, dtype = _typed_header(stream, path, attribute)
+            total = stream.tell() + int(np.prod(shape)) * dtype.itemsize
+            if whole and _gzip_size(path) != total % 2**32:
+                done = stream.tell()
+                while chunk := stream.read(_CHUNK):
+                    done += len(chunk)
+                if done < total:
+                    raise _corrupt(path, f"is truncated ({done} of {total} bytes)")
+                if done > total:
+                    raise _corrupt(path, "has bytes after its array")
+    except (OSError, EOFError, zlib.error) as e:
+        raise _unreadable(path, e) from None
+    return shape
+
+
+def _gzip_size(path):
+    """The uncompressed size mod 2**32 that a gzip file's last 4 bytes give (None if
+    the file is too short to have them)."""
+    with open(path, "rb") as f:
+        if f.seek(0, os.SEEK_END) < 18:  # a gzip member's header and trailer
+            return None
+        f.seek(-4, os.SEEK_END)
+        return int.from_bytes(f.read(4), "little")
 
 
 def write_array(path, array, compresslevel=1):
@@ -173,26 +218,67 @@ def read_checkpoint(folder, suffix, frames_out=None):
     data = {}
     for attribute in ("add_count", "invalid_range", "action", "reward", "terminal"):
         data[attribute] = read_array(os.path.join(folder, file_name(attribute, suffix)), attribute)
-    capacity = len(data["action"])
-    for attribute in ("reward", "terminal"):
-        if data[attribute].shape != (capacity,):
-            raise _corrupt(os.path.join(folder, file_name(attribute, suffix)),
-                           f"has shape {data[attribute].shape}, not ({capacity},)")  # fmt: skip
-    if data["add_count"].shape != () or data["add_count"] < 0:
-        raise _corrupt(os.path.join(folder, file_name("add_count", suffix)),
-                       "is not a non-negative int64 scalar")  # fmt: skip
-    invalid = data["invalid_range"]
-    if invalid.ndim != 1 or ((invalid < 0) | (invalid >= capacity)).any():
-        raise _corrupt(os.path.join(folder, file_name("invalid_range", suffix)),
-                       f"is not a list of row indices in [0, {capacity})")  # fmt: skip
     path = os.path.join(folder, file_name("observation", suffix))
+    check_shapes(folder, suffix, data, read_shape(path, "observation"))
     data["observation"] = read_array(path, "observation", frames_out)
-    if len(data["observation"]) != capacity:
-        raise _corrupt(path, f"has {len(data['observation'])} rows, not {capacity}")
     data["episode_end_indices"] = read_episode_ends(
         os.path.join(folder, f"episode_end_indices_ckpt.{suffix}.gz")
     )
     return data
+
+
+def check_shapes(folder, suffix, data, frame_shape):
+    """Refuses, naming the file, a checkpoint whose arrays (the five small ones in
+    `data`, frames of shape `frame_shape`) do not fit together."""
+
+    def bad(attribute, problem):
+        return _corrupt(os.path.join(folder, file_name(attribute, suffix)), problem)
+
+    if data["action"].ndim != 1 or not len(data["action"]):
+        raise bad("action", f"has shape {data['action'].shape}, not (rows,) with rows > 0")
+    capacity = len(data["action"])
+    for attribute in ("reward", "terminal"):
+        if data[attribute].shape != (capacity,):
+            raise bad(attribute, f"has shape {data[attribute].shape}, not ({capacity},)")
+    if data["add_count"].shape != () or data["add_count"] < 0:
+        raise bad("add_count", "is not a non-negative int64 scalar")
+    invalid = data["invalid_range"]
+    if invalid.ndim != 1 or ((invalid < 0) | (invalid >= capacity)).any():
+        raise bad("invalid_range", f"is not a list of row indices in [0, {capacity})")
+    if len(frame_shape) < 2 or frame_shape[0] != capacity:
+        raise bad("observation", f"has shape {frame_shape}, not ({capacity}, ...) frames")
+
+
+def time_order(capacity, add_count):
+    """A checkpoint's rows in the order they were written (§1.7): from the cursor on in
+    a full file, else rows 0 .. cursor - 1."""
+    cursor = add_count % capacity
+    return (np.arange(capacity) + cursor) % capacity if add_count >= capacity else (
+        np.arange(cursor))  # fmt: skip
+
+
+def logged_stack(checkpoints):
+    """The frame stack K that `checkpoints` (dicts of arrays) were logged with, or None
+    when they cannot tell. Each file's invalid_range holds n + K rows (§1.3), and qzoo's
+    writer and batch_rl's logger (the DQN Replay Dataset's) write n = 1: K is its length
+    less 1, kept only if every episode end in the files is followed by the K - 1
+    padding rows (action 0, reward 0, not terminal) that the writer puts before each
+    episode, which a dataset logged with n > 1 would lack."""
+    stack = None
+    for c in checkpoints:
+        if stack is None:
+            stack = len(c["invalid_range"]) - 1
+            if not 1 <= stack <= 64:
+                return None
+        elif len(c["invalid_range"]) - 1 != stack:
+            return None
+        order = time_order(len(c["action"]), int(c["add_count"]))
+        ends = np.flatnonzero(np.asarray(c["terminal"])[order[: len(order) - stack + 1]])
+        for k in range(1, stack):
+            rows = order[ends + k]
+            if any(np.asarray(c[a])[rows].any() for a in ("action", "reward", "terminal")):
+                return None
+    return stack
 
 
 def write_checkpoint(folder, suffix, arrays, compresslevel=1):

@@ -19,6 +19,7 @@ import os
 
 import numpy as np
 
+from qzoo.errors import UserError
 from qzoo.offline.dopamine import DTYPES, STORE, write_checkpoint
 from qzoo.offline.maps import mapping, release
 
@@ -172,3 +173,24 @@ class RowLogger:
         pending = state["pending"]
         self.pending = None if pending is None else (np.array(pending["frame"]),
                                                      int(pending["action"]))  # fmt: skip
+
+
+def check_new_folder(log_replay):
+    """A new run logs its experience into a folder without another run's dataset:
+    its snapshots would replace some of those checkpoints and sit beside the others."""
+    logs = os.path.join(log_replay, "replay_logs")
+    for path in (log_replay, logs, os.path.join(log_replay, ".staging")):  # writer.py's
+        if os.path.exists(path) and not os.path.isdir(path):
+            what = "it" if path == log_replay else path
+            raise UserError(f"--log-replay {log_replay}: {what} is a file; expected a folder "
+                            "(a new one, or one without a dataset)")  # fmt: skip
+    try:
+        found = [n for n in os.listdir(logs) if "_ckpt." in n and n.endswith(".gz")]
+    except OSError:  # none yet (or not readable: writing it will say so)
+        return
+    if found:
+        raise UserError(
+            f"--log-replay {log_replay}: {logs} already holds a DQN Replay Dataset "
+            f"({len(found)} checkpoint files) that this new run would partly overwrite; "
+            f"expected a new or empty folder (delete {logs} to log again there)"
+        )

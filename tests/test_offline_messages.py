@@ -1,0 +1,218 @@
+"""What a user sees from `qzoo dataset info`, `--offline` and `--log-replay`: counts at
+the frame stack a dataset was logged with, and bad input as one line (exit 2) naming
+the bad file or option, with nothing written."""
+
+import gzip
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from qzoo.cli import main
+from qzoo.config import build_config
+from qzoo.errors import UserError
+from qzoo.loop import Trainer, run
+from qzoo.offline import dopamine
+from qzoo.offline.cli import qzoo_layout
+from qzoo.offline.writer import LoggedReplayWriter
+
+CAPACITY = 500  # rows of the logged buffer
+LOGGED = {"env": "minatar/breakout", "iterations": "1", "train_frames": "1200",
+          "eval_frames": "50", "replay_capacity": "3000", "min_replay_capacity_fraction": "0.1",
+          "log_replay_capacity": str(CAPACITY), "learn_period": "64"}  # fmt: skip
+TRAIN = ["train", "dqn", "--env", "minatar/breakout", "--iterations", "1", "--train-frames",
+         "100", "--eval-frames", "50"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory):
+    """A MinAtar run's logged dataset (frame stack 1): 1,200 rows in a buffer of 500,
+    so a first pass (add_count 499), a full one (999) and a final partial one."""
+    folder = tmp_path_factory.mktemp("logged") / "data"
+    list(run(Trainer(build_config("dqn", {**LOGGED, "log_replay": str(folder)}))))
+    return folder
+
+
+@pytest.fixture
+def dataset(logged, tmp_path):
+    """A copy of the logged dataset that a test may damage."""
+    return shutil.copytree(logged, tmp_path / "data")
+
+
+def one_error_line(err, *fragments):
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith("qzoo: error: "), err
+    for fragment in fragments:
+        assert fragment in err, err
+
+
+def logs_file(folder, attribute, suffix):
+    return folder / "replay_logs" / dopamine.file_name(attribute, suffix)
+
+
+# -- 1. dataset info counts at the logged stack --------------------------------------
+def test_info_counts_a_minatar_dataset_at_its_stack_of_1(logged, tmp_path, capsys):
+    assert main(["dataset", "info", str(logged), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    add_counts = [c["add_count"] for c in report["checkpoints"]]
+    assert add_counts[:2] == [499, 999] and 0 < add_counts[2] < CAPACITY
+    # By hand, stack K = 1, n = 1, cursor = add_count mod C (Dopamine's index rules): a
+    # file not yet full draws i from [0, cursor - 1), and invalid_range (cursor - 1,
+    # cursor) lies outside it: add_count - 1 transitions. A full one draws the ages
+    # 0 .. C - 2 after the cursor, and the row at age 0 is the cursor, in
+    # invalid_range: C - 2. No stack spans a terminal row with K = 1.
+    expected = [499 - 1, CAPACITY - 2, add_counts[2] - 1]
+    assert [c["transitions"] for c in report["checkpoints"]] == expected
+    assert report["transitions"] == sum(expected) and report["stack"] == 1
+    # Counted at Dopamine's stack of 4 (the old default), frames across an episode's
+    # start are dropped: fewer, and the text says which stack the count is for.
+    assert main(["dataset", "info", str(logged), "--stack", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["transitions"] < sum(expected)
+    assert main(["dataset", "info", str(logged)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert f"{sum(expected):,} transitions (frame stack 1, as logged)" in first
+    # The memory-mappable layout keeps invalid_range, so it tells the same.
+    assert main(["dataset", "convert", str(logged), str(tmp_path / "q"), "--to", "qzoo"]) == 0
+    capsys.readouterr()
+    assert main(["dataset", "info", str(tmp_path / "q"), "--json"]) == 0
+    converted = json.loads(capsys.readouterr().out)
+    assert converted["transitions"] == sum(expected) and converted["stack"] == 1
+
+
+def episodes(writer, lengths):
+    k = 1
+    for length in lengths:
+        for step in range(length):
+            writer.add(np.full((84, 84), k, np.uint8), 1 + k % 3, 1.0, step == length - 1)
+            k += 1
+
+
+@pytest.mark.parametrize(
+    "stack, horizon, shown, source",
+    [(4, 1, 4, "files"), (2, 1, 2, "files"), (4, 3, 4, "default"), (1, 2, 4, "default")],
+)
+def test_the_stack_is_told_by_invalid_range_and_padding_rows(tmp_path, capsys, stack, horizon,
+                                                             shown, source):  # fmt: skip
+    """invalid_range holds n + K rows: K is its length - 1 for the n = 1 that qzoo and
+    batch_rl log with, unless the padding rows contradict it (n > 1); then Dopamine's 4."""
+    writer = LoggedReplayWriter(tmp_path, 60, (84, 84), stack=stack, update_horizon=horizon)
+    episodes(writer, [5, 7, 3, 9])
+    writer.close()
+    assert main(["dataset", "info", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["stack"], report["stack_from"]) == (shown, source)
+    assert main(["dataset", "info", str(tmp_path), "--stack", "3", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["stack"], report["stack_from"]) == (3, "option")
+
+
+# -- 2. an automatic conversion that fails is one line --------------------------------
+def truncate_frames(folder):
+    path = logs_file(folder, "observation", 1)
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+    return path
+
+
+def garble_actions(folder):
+    path = logs_file(folder, "action", 2)
+    path.write_bytes(b"not gzip at all")
+    return path
+
+
+@pytest.mark.parametrize("damage, problem", [(truncate_frames, "is truncated"),
+                                             (garble_actions, "is not readable gzip")])  # fmt: skip
+def test_a_failed_conversion_is_one_line_and_writes_nothing(dataset, tmp_path, capsys, damage,
+                                                            problem):  # fmt: skip
+    path = damage(dataset)
+    run_dir = tmp_path / "run"
+    assert main([*TRAIN, "--offline", str(dataset), "--run-dir", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    one_error_line(err, str(path), problem)
+    assert "converting" not in err
+    assert not (dataset / "qzoo").exists() and not run_dir.exists()
+    # `qzoo dataset convert` checks first too: no half-written destination.
+    assert main(["dataset", "convert", str(dataset), str(tmp_path / "q"), "--to", "qzoo"]) == 2
+    one_error_line(capsys.readouterr().err, str(path), problem)
+    assert not (tmp_path / "q").exists()
+
+
+def test_a_multi_member_gzip_file_is_read_whole_not_refused(tmp_path):
+    """The cheap completeness check reads a gzip file's trailer, which gives the length
+    of its last member only: a file of several members is counted whole instead."""
+    path = tmp_path / "frames.gz"
+    array = np.arange(3 * 4 * 4, dtype=np.uint8).reshape(3, 4, 4)
+    dopamine.write_array(path, array)
+    data = gzip.decompress(path.read_bytes())
+    path.write_bytes(gzip.compress(data[:100]) + gzip.compress(data[100:]))
+    assert dopamine.read_shape(path, "observation", whole=True) == (3, 4, 4)
+    np.testing.assert_array_equal(dopamine.read_array(path, "observation"), array)
+    path.write_bytes(gzip.compress(data[:100]) + gzip.compress(data[100:-5]))
+    with pytest.raises(UserError, match="is truncated"):
+        dopamine.read_shape(path, "observation", whole=True)
+
+
+# -- 3. a truncated .npy of the memory-mappable layout --------------------------------
+@pytest.mark.parametrize("attribute, size, problem", [
+    ("observation", 1000, "is truncated (1,000 of its "), ("action", 0, "is empty (truncated)"),
+])  # fmt: skip
+def test_a_truncated_npy_file_is_one_line_saying_what_to_do(logged, tmp_path, capsys, attribute,
+                                                            size, problem):  # fmt: skip
+    converted = tmp_path / "q"
+    assert main(["dataset", "convert", str(logged), str(converted), "--to", "qzoo"]) == 0
+    capsys.readouterr()
+    path = converted / "ckpt.0" / f"{attribute}.npy"
+    os.truncate(path, size)
+    assert main(["dataset", "info", str(converted)]) == 2
+    one_error_line(capsys.readouterr().err, str(path), problem, "convert the dataset again")
+    run_dir = tmp_path / "run"
+    assert main([*TRAIN, "--offline", str(converted), "--run-dir", str(run_dir)]) == 2
+    one_error_line(capsys.readouterr().err, str(path), problem)
+    assert not run_dir.exists()
+
+
+def test_a_truncated_file_of_offlines_own_copy_says_to_delete_it(dataset, tmp_path, capsys):
+    cache = qzoo_layout(str(dataset))  # the copy a first --offline run makes
+    capsys.readouterr()
+    path = os.path.join(cache, "ckpt.1", "observation.npy")
+    os.truncate(path, 1000)
+    run_dir = tmp_path / "run"
+    # --offline-reload 1 opens one checkpoint at a time: still refused at the start.
+    for extra in ([], ["--offline-reload", "1"]):
+        argv = [*TRAIN, "--offline", str(dataset), "--run-dir", str(run_dir), *extra]
+        assert main(argv) == 2
+        one_error_line(capsys.readouterr().err, path, "is truncated (1,000 of its ",
+                       f"delete {cache}, the memory-mappable copy `--offline {dataset}` made")  # fmt: skip
+        assert not run_dir.exists()
+    shutil.rmtree(cache)  # as the message says: converted again, and the run trains
+    assert main([*TRAIN, "--offline", str(dataset), "--run-dir", str(run_dir)]) == 0
+    assert "converting" in capsys.readouterr().err
+
+
+# -- 4. --log-replay naming a file ------------------------------------------------------
+def test_log_replay_into_a_file_is_refused_naming_the_option(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    run_dir = tmp_path / "run"
+    online = [*TRAIN, "--train-frames", "1200", "--replay-capacity", "3000",
+              "--min-replay-capacity-fraction", "0.1", "--run-dir", str(run_dir)]  # fmt: skip
+    assert main([*online, "--log-replay", str(afile)]) == 2
+    one_error_line(capsys.readouterr().err,
+                   f"--log-replay {afile}: it is a file; expected a folder")  # fmt: skip
+    # Its replay_logs/ (or the writer's .staging/) a file: the same, naming that path.
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "replay_logs").write_text("mine")
+    assert main([*online, "--log-replay", str(folder)]) == 2
+    one_error_line(capsys.readouterr().err,
+                   f"--log-replay {folder}: {folder / 'replay_logs'} is a file; expected a folder")  # fmt: skip
+    assert afile.read_text() == "mine" and (folder / "replay_logs").read_text() == "mine"
+    assert not run_dir.exists() and sorted(os.listdir(folder)) == ["replay_logs"]
+    # CartPole cannot be logged at all (float observations): that refusal comes first,
+    # one line naming the option too.
+    cartpole = ["train", "dqn", "--env", "CartPole-v1", "--log-replay", str(afile)]
+    assert main([*cartpole, "--run-dir", str(run_dir)]) == 2
+    one_error_line(capsys.readouterr().err, f"--log-replay {afile}: ")
+    assert afile.read_text() == "mine" and not run_dir.exists()
