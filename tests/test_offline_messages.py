@@ -216,3 +216,23 @@ def test_log_replay_into_a_file_is_refused_naming_the_option(tmp_path, capsys):
     assert main([*cartpole, "--run-dir", str(run_dir)]) == 2
     one_error_line(capsys.readouterr().err, f"--log-replay {afile}: ")
     assert afile.read_text() == "mine" and not run_dir.exists()
+
+
+def test_a_damaged_staging_file_is_one_line_and_rebuilt_once_deleted(tmp_path, capsys):
+    """A resumed --log-replay run whose staging copy was cut short is refused (it holds
+    rows not yet in a snapshot), and resumes once the folder is deleted as it says."""
+    data, run_dir = tmp_path / "data", tmp_path / "run"
+    argv = ["train", "dqn", *(f"--{k.replace('_', '-')}={v}" for k, v in LOGGED.items()),
+            "--log-replay", str(data), "--run-dir", str(run_dir), "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    staged = data / ".staging" / "observation.npy"
+    with open(staged, "r+b") as f:
+        f.truncate(1000)
+    more = [*argv, "--iterations", "2", "--accept-changes", "iterations"]
+    capsys.readouterr()
+    assert main(more) == 2
+    one_error_line(capsys.readouterr().err, str(staged), "is truncated or corrupt",
+                   f"delete {data / '.staging'} and resume")  # fmt: skip
+    shutil.rmtree(data / ".staging")
+    assert main(more) == 0
+    assert len((run_dir / "results.csv").read_text().splitlines()) == 1 + 3

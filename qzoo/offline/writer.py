@@ -48,7 +48,7 @@ class LoggedReplayWriter:
                 path = os.path.join(staging, f"{name}.npy")
                 array = None
                 if os.path.exists(path):
-                    existing = np.load(path, mmap_mode="r+", allow_pickle=False)
+                    existing = _open_staged(path, staging)
                     if existing.shape == shape and existing.dtype == dtype:
                         array = existing
                 if array is None:
@@ -173,6 +173,22 @@ class RowLogger:
         pending = state["pending"]
         self.pending = None if pending is None else (np.array(pending["frame"]),
                                                      int(pending["action"]))  # fmt: skip
+
+
+def _open_staged(path, staging):
+    """A staging file mapped for writing, or one line saying it is damaged (cut short by
+    a full disk, say) and how to rebuild it."""
+    try:
+        # Read-only first: mapped "r+", NumPy would extend a short file with zeros.
+        np.load(path, mmap_mode="r", allow_pickle=False)
+        return np.load(path, mmap_mode="r+", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise UserError(
+            f"{path}: is truncated or corrupt ({getattr(e, 'strerror', None) or e}); it is "
+            f"the logged buffer's staging copy: delete {staging} and resume, and it is "
+            "rebuilt from the run's checkpoint (with --no-checkpoint-replay, the rows "
+            "since the last snapshot are lost)"
+        ) from None
 
 
 def check_new_folder(log_replay):
