@@ -4,16 +4,27 @@
 Checked before the run folder is written: Ray installed, the address reachable, and
 the cluster holding at least one CPU per actor (`--actors`); the learner is this
 process, replay shards and the evaluator take no CPU of their own (they mostly wait).
+
+Ctrl-C while a local instance starts: Ray, interrupted inside ray.init, forgets the
+processes of the half-started node (its DashboardAgent and RuntimeEnvAgent, orphaned
+when the raylet dies, ignored SIGTERM and lingered for a minute) and can crash at exit
+(a core worker destroyed under its own thread: exit 139). So the first Ctrl-C waits
+for ray.init to return (a second or two); then the instance is stopped and the run
+exits 130 with one line. A second Ctrl-C, or a start that fails, interrupts at once:
+the processes of this process's session are then found and ended
+(sweep.py, Linux only; elsewhere ray.shutdown does what it can).
 """
 
 import importlib.util
 import logging
 import math
 import os
+import signal
 import socket
 import sys
 import time
 
+from qzoo.distributed.sweep import clock_ticks, stop_session_processes
 from qzoo.errors import UserError
 
 # Seconds to wait for a cluster's address to answer before refusing it: Ray itself
@@ -52,7 +63,8 @@ def connect(config):
     has one (a script or test that called ray.init itself); returns the cluster's CPUs.
 
     Raises UserError, leaving no Ray instance started by this call, for a missing Ray,
-    an unreachable address or more actors than CPUs."""
+    an unreachable address or more actors than CPUs; a local instance whose start is
+    interrupted (KeyboardInterrupt, after one line) or fails is stopped likewise."""
     check_installed()
     import ray
 
@@ -65,8 +77,17 @@ def connect(config):
         if config.address == "":
             if config.actors > machine_cpus():
                 raise _too_many(config.actors, machine_cpus(), "this machine's")
-            ray.init(num_cpus=machine_cpus(), include_dashboard=False, log_to_driver=False,
-                     runtime_env=runtime_env, logging_level=logging.ERROR)  # fmt: skip
+            since = clock_ticks()
+            try:
+                with _HeldInterrupt() as held:
+                    ray.init(num_cpus=machine_cpus(), include_dashboard=False,
+                             log_to_driver=False, runtime_env=runtime_env,
+                             logging_level=logging.ERROR)  # fmt: skip
+                if held.pending:
+                    raise KeyboardInterrupt
+            except BaseException as e:
+                _stop_local(ray, since, interrupted=isinstance(e, KeyboardInterrupt))
+                raise
         else:
             if config.address != "auto":
                 check_reachable(config.address)
@@ -85,6 +106,54 @@ def connect(config):
             ray.shutdown()
         raise _too_many(config.actors, cpus, "the Ray cluster's")
     return cpus
+
+
+class _HeldInterrupt:
+    """Within, in the main thread: the first Ctrl-C is held (`pending`) until the block
+    ends, a second raises KeyboardInterrupt at once. Elsewhere, or where SIGINT has a
+    handler other than Python's default, nothing changes."""
+
+    def __enter__(self):
+        self.pending, self.previous = False, None
+        try:
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                self.previous = signal.signal(signal.SIGINT, self._interrupted)
+        except ValueError:  # not the main thread
+            pass
+        return self
+
+    def _interrupted(self, signum, frame):
+        if self.pending:
+            raise KeyboardInterrupt
+        self.pending = True
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        return False
+
+
+def _stop_local(ray, since, interrupted):
+    """Stops the local instance this process started at `since` (clock_ticks()) and
+    whose start was interrupted or failed, a second Ctrl-C ignored meanwhile (a second
+    or two); an interrupt is told in one line."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: it cannot be ignored, nor raised here
+        previous = None
+    try:
+        try:
+            ray.shutdown()  # what Ray knows of: a node that had finished starting
+        except Exception as error:  # noqa: BLE001 (what it left is stopped below)
+            print(f"qzoo: ray.shutdown: {error}", file=sys.stderr)
+        left = stop_session_processes(since)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if interrupted:
+        what = "stopped its processes" if not left else (
+            "could not stop its processes " + " ".join(map(str, left)))  # fmt: skip
+        print(f"qzoo: interrupted while starting Ray; {what}", file=sys.stderr, flush=True)
 
 
 def _too_many(actors, cpus, whose):
