@@ -48,13 +48,14 @@ time the window.
 
 import argparse
 import json
+import math
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ is not a package
 from peer_baselines import cleanrl_folder, run_cleanrl, run_sb3
@@ -71,17 +72,30 @@ PEERS = ("qzoo", "cleanrl", "sb3")
 # learner's thread on a core of its own (--pin-threads).
 ASYNC = {"precision": "bfloat16", "acting": "async", "prefetch_targets": True, "threads": 1}
 CLEANRL_MLP = {"mlp_layers": "120,84"}
+PROCESS = {"acting": "async", "actor_process": True, "pin_threads": True}
 VARIANTS = {"qzoo_compiled": {"compile": True}, "qzoo_bfloat16": {"precision": "bfloat16"},
             "qzoo_bfloat16_compiled": {"precision": "bfloat16", "compile": True},
             "qzoo_bfloat16_async": ASYNC,
             "qzoo_bfloat16_async_pinned": {**ASYNC, "pin_threads": True},
             "qzoo_async_pinned": {**ASYNC, "precision": "float32", "pin_threads": True},
+            "qzoo_bfloat16_actor_process": {**ASYNC, "pin_threads": True, "actor_process": True},
             # CartPole only: CleanRL dqn.py's own network (--mlp-layers 120,84), compiled,
             # and acting on 8 environments at once (CleanRL's dqn.py refuses more than one;
             # the ratio stays one update of 128 per 10 agent steps).
             "qzoo_cleanrl_mlp": CLEANRL_MLP,
             "qzoo_cleanrl_mlp_compiled": {**CLEANRL_MLP, "compile": True},
-            "qzoo_cleanrl_mlp_compiled_envs8": {**CLEANRL_MLP, "compile": True, "num_envs": 8}}  # fmt: skip
+            "qzoo_cleanrl_mlp_compiled_envs8": {**CLEANRL_MLP, "compile": True, "num_envs": 8},
+            # ... and acting beside the learner, without target prefetching (a 4-input
+            # MLP's target pass costs less than the handoff).
+            "qzoo_cleanrl_mlp_async_pinned": {**CLEANRL_MLP, "acting": "async", "threads": 1,
+                                              "pin_threads": True},
+            "qzoo_cleanrl_mlp_compiled_async_pinned": {**CLEANRL_MLP, "acting": "async",
+                                                       "threads": 1, "pin_threads": True,
+                                                       "compile": True},
+            # ... and the actor in a process of its own (--actor-process).
+            "qzoo_cleanrl_mlp_actor_process": {**CLEANRL_MLP, **PROCESS},
+            "qzoo_cleanrl_mlp_compiled_actor_process": {**CLEANRL_MLP, **PROCESS,
+                                                        "compile": True}}  # fmt: skip
 CHILDREN = PEERS + tuple(VARIANTS) + ("qzoo_before",)
 
 
@@ -126,9 +140,11 @@ def run_qzoo(env, warmup, steps, threads, mlp_hidden=120, variant=None):
     trainer = Trainer(config)
     # Fill the replay to the warm-up and take the first learning step, then time.
     trainer.train_phase(config.min_replay_size * repeats + config.learn_period)
-    cpu = time.process_time()
+    # CPU time of this process and of its waited-for children: --actor-process's actor
+    # is one, joined at the end of the phase.
+    cpu = sum(os.times()[:4])
     stats = trainer.train_phase(steps * repeats)
-    cpu = time.process_time() - cpu
+    cpu = sum(os.times()[:4]) - cpu
     storage = trainer.replay.storage
     # The action array holds the flags too up to 32 actions (row_arrays counts it once);
     # a checkout from before that packing (qzoo_before) has four arrays.
@@ -137,6 +153,10 @@ def run_qzoo(env, warmup, steps, threads, mlp_hidden=120, variant=None):
     return {
         "agent_steps_per_second": stats["steps_per_second"],
         "window_seconds": stats["duration"],
+        "learner_wait_fraction": stats.get("learner_wait_fraction", math.nan),
+        # The largest waited-for child's peak: --actor-process's actor (a fork, sharing
+        # its unchanged pages with this process, so not to be added to peak_rss).
+        "peak_rss_children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
         "agent_steps_per_cpu_second": steps / cpu,
         **replay_figures(arrays, trainer.replay.size),
     }

@@ -243,6 +243,22 @@ def pin_relations(c):
     ]  # fmt: skip
 
 
+# --actor-process (acting/process.py, issue 13): the async actor forked each phase.
+def actor_process_relations(c):
+    if not c.actor_process:
+        return []
+    return _async_threads_relations("actor_process", c, "it runs --acting async's actor") + [
+        (("actor_process", "threads"), c.threads <= 1,
+         "false with --threads above 1 (OpenMP's threads do not survive a fork)"),
+        (("actor_process", "device"), c.device != "cuda",
+         "false with --device cuda (a forked actor cannot use CUDA)"),
+        (("actor_process", "actor_workers"), c.actor_workers == 1,
+         "false with --actor-workers above 1 (the actor process steps its environments)"),
+        (("actor_process", "env_batch_size"), not c.env_batch_size,
+         "false with --env-batch-size (ale-py's asynchronous mode has a driver of its own)"),
+    ]  # fmt: skip
+
+
 # Replay on a torch device (replay/device.py, issue 13): what it does not take yet.
 def device_replay_relations(c):
     if c.replay_device == "host":

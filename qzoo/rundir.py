@@ -41,7 +41,7 @@ OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before for
 # Options a resumed run may change without changing its results. (`accept_changes` is
 # the per-command option below; it is not part of a run.)
 RESUMABLE = ("device", "threads", "progress", "tensorboard", "run_dir", "accept_changes",
-             "snapshot_interval", "address", "pin_threads")  # fmt: skip
+             "snapshot_interval", "address", "pin_threads", "actor_process")  # fmt: skip
 
 # Options a resume may change when the user says so with --accept-changes, and what it
 # does to the run: a resumed run then differs from one started with the new value.

@@ -72,7 +72,7 @@ def pinned(cores):
 
 def auto_threads(config, domain, cuda):
     """The thread count `--threads 0` stands for (see the module docstring)."""
-    if config.pin_threads:  # one PyTorch thread per pinned Python thread
+    if config.pin_threads or config.actor_process:  # one per Python thread; or forked
         return 1
     if cuda or resolved_torso(config, domain) not in ("nature_cnn", "dopamine_cnn"):
         return 1
@@ -86,7 +86,8 @@ def apply(config):
 
     from qzoo import envs
 
-    if config.threads == 0 and "OMP_NUM_THREADS" in os.environ and not config.pin_threads:
+    one = config.pin_threads or config.actor_process  # auto_threads
+    if config.threads == 0 and "OMP_NUM_THREADS" in os.environ and not one:
         return torch.get_num_threads()
     cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
     n = config.threads or auto_threads(config, envs.resolve(config.env)[0], cuda)

@@ -327,6 +327,12 @@ BAD = [
     (["--pin-threads"], "--pin-threads: bad value true; expected false with --acting serial"),
     (["--acting", "async", "--pin-threads", "--threads", "1", "--deterministic"],
      "--pin-threads: bad value true; expected false with --deterministic"),
+    (["--actor-process"], "--actor-process: bad value true; expected false with --acting serial"),
+    (["--acting", "async", "--actor-process", "--deterministic"], "false with --deterministic"),
+    (["--acting", "async", "--actor-process", "--threads", "2"],
+     "--actor-process: bad value true; expected false with --threads above 1 (OpenMP's"),
+    (["--acting", "async", "--actor-process", "--num-envs", "2", "--actor-workers", "2"],
+     "--actor-process: bad value true; expected false with --actor-workers above 1"),
     (["--acting", "async", "--pin-threads", "--threads", "2"],
      "--pin-threads: bad value true; expected false with --threads above 1: it pins one PyTorch"),
 ]  # fmt: skip

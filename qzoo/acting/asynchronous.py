@@ -99,6 +99,13 @@ class _LockedPolicy(Policy):
         return super().__call__(*args, **kwargs)
 
 
+def note_unpinned(config):
+    if config.pin_threads and pinned_cores() is None:
+        print("qzoo: note: --pin-threads: this process may run on one core only (or "
+              "threads cannot be pinned here), so its threads are not pinned",
+              file=sys.stderr)  # fmt: skip
+
+
 class AsyncDriver(SerialDriver):
     def __init__(self, trainer, policy, evaluation):
         learner = trainer.learner
@@ -109,10 +116,7 @@ class AsyncDriver(SerialDriver):
                                           policy.deep_exploration, source)  # fmt: skip
         super().__init__(trainer, self.actor_policy, evaluation)
         self.gate = None
-        if trainer.config.pin_threads and pinned_cores() is None:
-            print("qzoo: note: --pin-threads: this process may run on one core only (or "
-                  "threads cannot be pinned here), so its threads are not pinned",
-                  file=sys.stderr)  # fmt: skip
+        note_unpinned(trainer.config)
 
     def publish(self):
         # The actor's copy lives in this process on the learner's device: copied

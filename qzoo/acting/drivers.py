@@ -91,6 +91,10 @@ def make_driver(trainer, policy, evaluation):
         from qzoo.acting.batches import BatchDriver
 
         return BatchDriver(trainer, policy, evaluation)
+    if acting == "async" and trainer.config.actor_process:
+        from qzoo.acting.process import ProcessDriver
+
+        return ProcessDriver(trainer, policy, evaluation)
     if acting == "async":
         from qzoo.acting.asynchronous import AsyncDriver
 

@@ -92,18 +92,25 @@ class RatioGate:
         self.finished = False
         self.deviation = None
         self._cv = threading.Condition()
+        # The rules below in integers (cross-multiplied): asked several times per agent
+        # step, where Fraction objects cost microseconds each.
+        self._p, self._q = self.per_unit.numerator, self.per_unit.denominator
+        self._a, self._b = self.tolerance.numerator, self.tolerance.denominator
 
     def target(self):
         return self.collected * self.per_unit
 
     def learner_may_go(self):
-        target = self.target()
+        """consumed + 1 <= T (1 + tolerance), or <= T once finished."""
+        p, q, a, b = self._p, self._q, self._a, self._b
         if self.finished:
-            return self.consumed + 1 <= target
-        return self.consumed + 1 <= target * (1 + self.tolerance)
+            return (self.consumed + 1) * q <= self.collected * p
+        return (self.consumed + 1) * q * b <= self.collected * p * (b + a)
 
     def actor_may_go(self):
-        return self.consumed >= self.target() * (1 - self.tolerance) - 1
+        """consumed >= T (1 - tolerance) - 1."""
+        p, q, a, b = self._p, self._q, self._a, self._b
+        return (self.consumed + 1) * q * b >= self.collected * p * (b - a)
 
     def wait_learner(self, stop=None):
         """Blocks until the learner may update (True), or until the actor has finished
@@ -142,7 +149,7 @@ class RatioGate:
             self._cv.notify_all()
 
     def _note(self):
-        target = self.target()
-        if target >= self.settle:
-            distance = abs(float(self.consumed / target) - 1.0)
+        reached = self.collected * self._p  # T x q
+        if reached >= self.settle * self._q:
+            distance = abs(self.consumed * self._q / reached - 1.0)  # correctly rounded
             self.deviation = max(self.deviation or 0.0, distance)

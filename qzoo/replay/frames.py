@@ -63,6 +63,11 @@ def action_dtype(num_actions):
 
 def flag_bits(first, last, zero_discount):
     """One row's flags (uint8, bits FIRST | LAST | ZERO_DISCOUNT) from its booleans."""
+    if len(first) == 1:  # one environment: Python's arithmetic, a seventh of NumPy's 4 us
+        bits = (
+            FIRST * bool(first[0]) | LAST * bool(last[0]) | ZERO_DISCOUNT * bool(zero_discount[0])
+        )
+        return np.array([bits], np.uint8)
     return (np.where(first, FIRST, 0) | np.where(last, LAST, 0)
             | np.where(zero_discount, ZERO_DISCOUNT, 0)).astype(np.uint8)  # fmt: skip
 

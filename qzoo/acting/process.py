@@ -1,0 +1,320 @@
+"""The asynchronous actor in a process of its own (--acting async --actor-process;
+rlpyt's AsyncRl layout, B8.3, whose sampler runs in other processes than its
+optimizer).
+
+With --acting async the actor is a thread of the learner's process, and both threads
+run Python under one interpreter lock. A large network's operations release it for
+milliseconds at a time, so Pong's actor and learner overlap; a small one's do not:
+CartPole's MLP pair ran at half of serial's agent steps/s, taking turns at the lock
+(BENCHMARKS.md). Here the actor is forked at each training phase start, with the
+trainer's state as it is then (its policy copy, its random stream, the epsilon
+schedule), and acts as the thread would, while the learner's process stores its
+rows, updates and publishes weights.
+
+  rows     `_Ring`: a single-producer, single-consumer queue of rows in shared memory
+           (NumPy views of RawArrays, as workers.py). The actor writes a slot, then
+           advances `written` under its lock; the learner reads the slots below it,
+           then advances `read` (the locks order the memory on any CPU). The learner
+           stores every row in the order acted, as the thread does.
+  ratio    The learner holds the RatioGate (ratio.py) and publishes whether the actor
+           may go; the actor checks it before each step. The rows in the ring (at most
+           `SLOTS` steps) are the extra slack over the thread's one step.
+  weights  `_SharedWeights`: the learner's state_dict in shared memory, a sequence
+           counter around each copy (odd while writing); the actor takes them at its
+           next action when the counter is even and unchanged across its copy.
+  end      The actor sends its phase statistics and its random stream's state through
+           a pipe, after its last row, and exits (os._exit: nothing of the learner's
+           state, such as the run's lock or its files, is closed twice). Its episode
+           returns come with the rows, for the progress bar.
+
+It keeps the thread's guarantees (every stored row whole and in order, the replay
+ratio held both ways, the learner catching up at the end of a phase) with the ring's
+slack added, and like it is not reproducible; checkpoints are taken between phases,
+when no actor process exists. Needs the CPU (a forked child cannot use CUDA) and one
+PyTorch thread (OpenMP's pool does not survive a fork).
+"""
+
+import copy
+import multiprocessing
+import os
+import pickle
+import threading
+import time
+import traceback
+
+import numpy as np
+
+from qzoo.acting.asynchronous import AsyncDriver, note_unpinned
+from qzoo.acting.drivers import SerialDriver, run_phase
+from qzoo.acting.prefetch import Prefetcher
+from qzoo.acting.ratio import RatioGate
+from qzoo.acting.workers import _shared
+from qzoo.actors import Policy
+from qzoo.errors import UserError
+from qzoo.replay.batch import Row
+from qzoo.threads import pinned, pinned_cores
+
+SLOTS = 64  # agent steps the ring holds (fewer for large frames: `_slots`)
+_FIELDS = (("action", np.int64), ("reward", np.float32), ("first", bool), ("last", bool),
+           ("zero_discount", bool), ("ended", np.float64))  # fmt: skip
+_NAP = 50e-6  # seconds a side sleeps when it has nothing to do
+_NONE = np.zeros(0)  # no episode ended
+
+
+def _slots(num_envs, frame_bytes):
+    """SLOTS, or fewer so that the ring's frames stay within 64 MiB."""
+    return max(2, min(SLOTS, (64 << 20) // max(1, num_envs * frame_bytes)))
+
+
+class _Ring:
+    """Rows from the actor's process to the learner's (module docstring)."""
+
+    def __init__(self, ctx, num_envs, frame_shape, frame_dtype):
+        frame_bytes = int(np.prod(frame_shape)) * np.dtype(frame_dtype).itemsize
+        self.slots = _slots(num_envs, frame_bytes)
+        shape = (self.slots, num_envs)
+        self.arrays = {"frame": _shared(ctx, shape + tuple(frame_shape), frame_dtype),
+                       **{name: _shared(ctx, shape, dtype) for name, dtype in _FIELDS}}  # fmt: skip
+        self.new_frames = _shared(ctx, (self.slots,), np.int64)
+        self.written, self.read = ctx.Value("q", 0), ctx.Value("q", 0)
+        self.may_go, self.stop = ctx.RawValue("b", 1), ctx.RawValue("b", 0)
+
+    def reset(self):
+        self.written.value, self.read.value = 0, 0
+        self.parent = os.getpid()  # the learner's, which forks the actor next
+        self.may_go.value, self.stop.value = 1, 0
+
+    # -- the actor's side --
+    def put(self, row, new_frames, ended):
+        """Writes one step's row, once the ring has room and the learner lets the actor
+        go; `ended` the returns of episodes completed at this step."""
+        written = self.written.value
+        while written - self._get(self.read) >= self.slots or not self.may_go.value:
+            if self.stop.value or os.getppid() != self.parent:  # the learner failed or is gone
+                raise SystemExit(1)
+            time.sleep(_NAP)
+        slot, arrays = written % self.slots, self.arrays
+        arrays["frame"][slot] = row.frame
+        for name in ("action", "reward", "first", "last", "zero_discount"):
+            arrays[name][slot] = getattr(row, name)
+        arrays["ended"][slot] = np.nan
+        arrays["ended"][slot, : len(ended)] = ended
+        self.new_frames[slot] = new_frames
+        with self.written.get_lock():
+            self.written.value = written + 1
+
+    # -- the learner's side --
+    def take(self):
+        """[(Row, new_frames, returns ended)] of the steps written since the last call
+        (copies: the actor reuses the slots)."""
+        read, written = self.read.value, self._get(self.written)
+        if read == written:
+            return []
+        slots = np.arange(read, written) % self.slots
+        # One copy of each field for all the steps (the rows are views of it).
+        block = {name: array[slots] for name, array in self.arrays.items()}
+        new_frames = self.new_frames[slots].tolist()
+        ended = block.pop("ended")
+        any_ended = (~np.isnan(ended)).any(axis=1).tolist()
+        with self.read.get_lock():
+            self.read.value = written
+        names = ("frame", "action", "reward", "first", "last", "zero_discount")
+        return [(Row(*(block[name][i] for name in names)), new_frames[i],
+                 ended[i][~np.isnan(ended[i])] if any_ended[i] else _NONE)
+                for i in range(len(slots))]  # fmt: skip
+
+    @staticmethod
+    def _get(value):
+        with value.get_lock():
+            return value.value
+
+
+class _SharedWeights:
+    """The learner's weights in shared memory, behind a sequence counter."""
+
+    def __init__(self, ctx, network):
+        self.tensors = {k: v.detach().clone().share_memory_()
+                        for k, v in network.state_dict().items()}  # fmt: skip
+        # The network's tensors are updated in place (optimizer steps, loading a
+        # checkpoint): pairs made once, without a state_dict() walk per update.
+        self._pairs = [(self.tensors[k], v) for k, v in network.state_dict().items()]
+        self.sequence = ctx.Value("q", 0)
+
+    def write(self):
+        with self.sequence.get_lock():
+            self.sequence.value += 1  # odd: being written
+        for shared, value in self._pairs:
+            shared.copy_(value)
+        with self.sequence.get_lock():
+            self.sequence.value += 1
+
+    def read_into(self, policy, seen):
+        """Copies newer weights than sequence `seen` into `policy`; returns the
+        sequence they are from (`seen` when none or a write got in the way)."""
+        sequence = _Ring._get(self.sequence)
+        if sequence == seen or sequence % 2:
+            return seen
+        Policy.load_weights(policy, self.tensors)
+        return sequence if _Ring._get(self.sequence) == sequence else seen
+
+
+class _ProcessPolicy(Policy):
+    """The actor's policy: its own network copy, refreshed from `_SharedWeights` at
+    each call."""
+
+    def __init__(self, network, tau_samples, deep_exploration, weights):
+        super().__init__(network, tau_samples, deep_exploration)
+        self.weights, self.seen = weights, -1
+
+    def __call__(self, *args, **kwargs):
+        self.seen = self.weights.read_into(self, self.seen)
+        return super().__call__(*args, **kwargs)
+
+
+class _Completed:
+    """The progress bar's view of the actor's episodes: their returns, in order."""
+
+    def __init__(self):
+        self.completed = []
+
+
+def _act(driver, num_frames, conn):
+    """The actor process: one phase, rows into the driver's ring, then its result on
+    `conn`."""
+    actor, trainer, ring = driver.actor, driver.trainer, driver.ring
+    frame_t = [trainer.frame_t]
+    try:
+
+        def on_step(row, new_frames):
+            seen = on_step.episodes
+            on_step.episodes = len(actor.episodes.completed)
+            ring.put(row, new_frames, actor.episodes.completed[seen:])
+            frame_t[0] += new_frames
+
+        on_step.episodes = 0
+        stats = run_phase(actor, num_frames, None, lambda: frame_t[0], on_step)
+        # Plain pickle: the multiprocessing one would send tensors' storage as file
+        # descriptors, which the learner could only fetch while this process lives.
+        conn.send_bytes(pickle.dumps(("ok", stats, trainer.streams.actor.state_dict())))
+    except BaseException as error:  # noqa: BLE001 (reported to the learner, which raises it)
+        try:
+            conn.send_bytes(pickle.dumps(("error", error, traceback.format_exc())))
+        except Exception:  # noqa: BLE001 (an error that does not pickle)
+            conn.send_bytes(pickle.dumps(("error", None, traceback.format_exc())))
+    finally:
+        conn.close()
+        os._exit(0)
+
+
+class ProcessDriver(AsyncDriver):
+    """--acting async --actor-process (module docstring)."""
+
+    def __init__(self, trainer, policy, evaluation):
+        if trainer.learner.device.type != "cpu":
+            raise UserError(
+                f"--actor-process: the learner is on {trainer.learner.device.type}; "
+                "expected the CPU (a forked actor cannot use CUDA): pass --device cpu, "
+                "or drop --actor-process"
+            )
+        ctx = multiprocessing.get_context("fork")
+        info = trainer.info
+        self.ring = _Ring(ctx, trainer.config.num_envs, info.frame_shape, info.frame_dtype)
+        self.weights = _SharedWeights(ctx, trainer.learner.online)
+        network = copy.deepcopy(trainer.learner.online).requires_grad_(False)
+        actor_policy = _ProcessPolicy(network, trainer.config.tau_samples_policy,
+                                      policy.deep_exploration, self.weights)  # fmt: skip
+        SerialDriver.__init__(self, trainer, actor_policy, evaluation)
+        self.gate = None
+        note_unpinned(trainer.config)
+
+    def publish(self):
+        self.weights.write()
+
+    def train_phase(self, num_frames, progress):
+        trainer, config, ring = self.trainer, self.trainer.config, self.ring
+        self.publish()  # each phase starts from the learner's weights
+        self.gate = gate = RatioGate(trainer.updates.updates_per_frame,
+                                     config.replay_ratio_tolerance)  # fmt: skip
+        ring.reset()
+        learner_cores, other_cores = (config.pin_threads and pinned_cores()) or (None, None)
+        ctx = multiprocessing.get_context("fork")
+        receive, send = ctx.Pipe(duplex=False)
+        with pinned(other_cores):  # a forked child keeps the forking thread's cores
+            process = ctx.Process(target=_act, args=(self, num_frames, send),
+                                  name="qzoo-actor", daemon=True)  # fmt: skip
+            process.start()
+        send.close()
+        # After the fork: the child gets no copy of a lock the prefetcher's thread holds.
+        lock = threading.Lock()  # the prefetcher's thread samples while rows are stored
+        episodes, result, prefetcher = _Completed(), None, None
+        started, waited = time.perf_counter(), 0.0
+        try:
+            if config.prefetch_targets:
+                prefetcher = Prefetcher(trainer, lock, other_cores)
+            with pinned(learner_cores):
+                while True:
+                    stored = self._store(lock, progress, episodes)
+                    if result is None and receive.poll():
+                        result = pickle.loads(receive.recv_bytes())
+                        if result[0] != "ok":
+                            break
+                        self._store(lock, progress, episodes)  # rows sent before it
+                        gate.finish()
+                    if gate.learner_may_go():
+                        self._update(lock, prefetcher)
+                    elif result is not None or not (process.is_alive() or receive.poll()):
+                        break  # done, or the actor died without a word (raised below)
+                    elif not stored:
+                        napped = time.perf_counter()
+                        time.sleep(_NAP)
+                        waited += time.perf_counter() - napped
+                    ring.may_go.value = int(gate.actor_may_go())
+        finally:
+            ring.stop.value = 1
+            if prefetcher:
+                prefetcher.stop()
+            _end(process, receive)
+        stats, stream = _outcome(result, process.exitcode)
+        trainer.streams.actor.load_state_dict(stream)
+        if prefetcher and prefetcher.error is not None:
+            raise prefetcher.error
+        stats["learner_wait_fraction"] = waited / (time.perf_counter() - started)
+        return stats
+
+    def _store(self, lock, progress, episodes):
+        """Stores the rows the actor has written; returns how many steps."""
+        trainer, learnable = self.trainer, 0
+        steps = self.ring.take()
+        for row, new_frames, ended in steps:
+            with lock:
+                trainer.store(row, new_frames)
+                learning = trainer.can_learn()
+            trainer.frame_t += new_frames
+            learnable += new_frames if learning else 0
+            if len(ended):
+                episodes.completed.extend(ended.tolist())
+            if progress is not None:
+                progress(new_frames, episodes)
+        if learnable:  # once for the steps taken (the gate's arithmetic is exact, slow)
+            self.gate.add_collected(learnable)
+        return len(steps)
+
+
+def _end(process, receive):
+    """Stops the actor process if it still runs (the learner failed)."""
+    process.join(1 if process.exitcode is None else None)
+    if process.is_alive():
+        process.kill()
+        process.join()
+    receive.close()
+
+
+def _outcome(result, exitcode):
+    """The actor's (stats, stream state), or its error raised here."""
+    if result is None:
+        raise RuntimeError(f"the actor process ended with exit code {exitcode}, sending nothing")
+    if result[0] == "error":
+        if isinstance(result[1], (UserError, KeyboardInterrupt)):
+            raise result[1]
+        raise RuntimeError(f"the actor process failed:\n{result[2]}")
+    return result[1], result[2]

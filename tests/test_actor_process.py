@@ -1,0 +1,159 @@
+"""--acting async --actor-process (qzoo/acting/process.py): rows through the shared
+ring in order, weights through the sequence counter, a whole phase's schedule, and
+failures on either side reported without a process left behind."""
+
+import math
+import multiprocessing
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from qzoo import envs
+from qzoo.acting import process
+from qzoo.config import make_config
+from qzoo.loop import Trainer
+from qzoo.networks import make_network
+from qzoo.replay.batch import Row
+
+CARTPOLE = {"acting": "async", "actor_process": True, "train_frames": 2000,
+            "eval_frames": 100, "replay_capacity": 2000, "min_replay_capacity_fraction": 0.1}  # fmt: skip
+
+
+def row(i, n=2):
+    return Row(frame=np.full((n, 4), i, np.float32), action=np.full(n, i % 5),
+               reward=np.full(n, i / 2, np.float32), first=np.full(n, i % 3 == 0),
+               last=np.full(n, i % 7 == 0), zero_discount=np.full(n, i % 2 == 0))  # fmt: skip
+
+
+def test_the_ring_delivers_every_row_in_order_across_wraparounds():
+    ctx = multiprocessing.get_context("fork")
+    ring = process._Ring(ctx, 2, (4,), np.float32)
+    ring.reset()
+    total = 3 * ring.slots + 5
+
+    def produce():
+        for i in range(total):
+            ring.put(row(i), 4 + i, [float(i)] * (i % 3))
+        os._exit(0)
+
+    child = ctx.Process(target=produce)
+    child.start()
+    got = []
+    while len(got) < total:
+        got += ring.take()
+    child.join()
+    assert child.exitcode == 0
+    for i, (r, new_frames, ended) in enumerate(got):
+        expected = row(i)
+        for name in ("frame", "action", "reward", "first", "last", "zero_discount"):
+            np.testing.assert_array_equal(getattr(r, name), getattr(expected, name))
+        assert new_frames == 4 + i and ended.tolist() == [float(i)] * (i % 3)
+
+
+def test_the_actor_waits_while_the_learner_says_so_and_stops_when_told():
+    ctx = multiprocessing.get_context("fork")
+    ring = process._Ring(ctx, 2, (4,), np.float32)
+    ring.reset()
+    ring.may_go.value = 0
+
+    def produce():
+        try:
+            ring.put(row(0), 4, [])
+        except SystemExit:
+            os._exit(3)
+        os._exit(0)
+
+    child = ctx.Process(target=produce)
+    child.start()
+    child.join(0.5)
+    assert child.is_alive() and ring.take() == []  # held by the gate
+    ring.stop.value = 1
+    child.join(5)
+    assert child.exitcode == 3
+
+
+def test_weights_are_taken_whole_and_only_when_newer():
+    config = make_config("dqn", "CartPole-v1", "gym", {})
+    online = make_network(config, envs.describe(config), (4,))
+    actor = make_network(config, envs.describe(config), (4,)).requires_grad_(False)
+    weights = process._SharedWeights(multiprocessing.get_context("fork"), online)
+    policy = process._ProcessPolicy(actor, 1, None, weights)
+    with torch.no_grad():
+        for p in online.parameters():
+            p.add_(1.0)
+    weights.write()
+    assert weights.sequence.value == 2
+    assert policy.weights.read_into(policy, -1) == 2
+    assert all(torch.equal(v, online.state_dict()[k]) for k, v in actor.state_dict().items())
+    weights.sequence.value = 3  # a write under way: nothing is taken
+    with torch.no_grad():
+        for p in actor.parameters():
+            p.zero_()
+    assert weights.read_into(policy, 2) == 2
+    assert all(float(p.abs().sum()) == 0 for p in actor.parameters())
+
+
+def test_a_phase_stores_every_row_and_holds_the_replay_ratio():
+    trainer = Trainer(make_config("dqn", "CartPole-v1", "gym", CARTPOLE))
+    before = trainer.streams.actor.state_dict()["numpy"]
+    rows = [trainer.run_iteration() for _ in range(3)]
+    # Every frame the actor took is stored: one transition per agent step.
+    assert trainer.transitions_collected == trainer.frame_t // trainer.config.action_repeats
+    assert trainer.frame_t >= 2 * CARTPOLE["train_frames"]
+    # ... and each episode's final observation as a row of its own (but for an
+    # episode ending on a phase's last step).
+    ended = sum(r["train_num_episodes"] for r in rows)
+    assert abs(trainer.replay.num_adds - trainer.frame_t - ended) <= 2  # one per phase
+    # The actor's random stream came back from its process, advanced.
+    assert trainer.streams.actor.state_dict()["numpy"] != before
+    per_frame = trainer.updates.updates_per_frame
+    learnable = trainer.frame_t - trainer.config.min_replay_size * trainer.config.action_repeats
+    done = sum(r["train_num_updates"] for r in rows)
+    # At least the updates due at the end of each phase, at most the tolerance above.
+    assert math.floor(learnable * per_frame) - 2 <= done <= learnable * per_frame * 1.05 + 2
+    assert math.isfinite(rows[2]["train_loss"]) and 0 <= rows[2]["learner_wait_fraction"] < 1
+    assert multiprocessing.active_children() == []
+
+
+def test_an_error_in_the_actor_is_raised_in_the_learner(monkeypatch):
+    from qzoo.actors import Actor
+
+    trainer = Trainer(make_config("dqn", "CartPole-v1", "gym", CARTPOLE))
+    trainer.run_iteration()
+
+    def broken(self, frame_t=0):
+        raise ValueError("the environment broke")
+
+    monkeypatch.setattr(Actor, "step", broken)  # the forked actor inherits it
+    with pytest.raises(RuntimeError, match="ValueError: the environment broke"):
+        trainer.run_iteration()
+    assert multiprocessing.active_children() == []
+
+
+def test_an_error_in_the_learner_stops_the_actor(monkeypatch):
+    trainer = Trainer(make_config("dqn", "CartPole-v1", "gym", CARTPOLE))
+    trainer.run_iteration()
+
+    def broken(*args, **kwargs):
+        raise ValueError("the learner broke")
+
+    monkeypatch.setattr(trainer, "learn_once", broken)
+    with pytest.raises(ValueError, match="the learner broke"):
+        trainer.run_iteration()
+    assert multiprocessing.active_children() == []
+
+
+def test_a_run_may_add_or_drop_the_actor_process_on_resume(tmp_path):
+    """Where the actor runs changes how fast, not what an async run is (two async runs
+    differ anyway), so a resume may change it, as --pin-threads."""
+    from qzoo.cli import main
+
+    run = ["train", "dqn", "--env", "CartPole-v1", "--acting", "async", "--train-frames",
+           "600", "--eval-frames", "100", "--replay-capacity", "1000",
+           "--min-replay-capacity-fraction", "0.2", "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    assert main([*run, "--iterations", "1", "--actor-process"]) == 0
+    assert main([*run, "--iterations", "2", "--accept-changes", "iterations"]) == 0
+    rows = (tmp_path / "run" / "results.csv").read_text().splitlines()
+    assert len(rows) == 1 + 3 and multiprocessing.active_children() == []
