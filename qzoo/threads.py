@@ -70,9 +70,15 @@ def pinned(cores):
         os.sched_setaffinity(0, before)
 
 
+def one_thread(config):
+    """Whether the run needs one PyTorch thread whatever the machine: one per pinned
+    Python thread (--pin-threads), or a process that forks (--actor-process)."""
+    return config.pin_threads or config.actor_process
+
+
 def auto_threads(config, domain, cuda):
     """The thread count `--threads 0` stands for (see the module docstring)."""
-    if config.pin_threads or config.actor_process:  # one per Python thread; or forked
+    if one_thread(config):
         return 1
     if cuda or resolved_torso(config, domain) not in ("nature_cnn", "dopamine_cnn"):
         return 1
@@ -86,8 +92,7 @@ def apply(config):
 
     from qzoo import envs
 
-    one = config.pin_threads or config.actor_process  # auto_threads
-    if config.threads == 0 and "OMP_NUM_THREADS" in os.environ and not one:
+    if config.threads == 0 and "OMP_NUM_THREADS" in os.environ and not one_thread(config):
         return torch.get_num_threads()
     cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
     n = config.threads or auto_threads(config, envs.resolve(config.env)[0], cuda)

@@ -95,6 +95,28 @@ def test_weights_are_taken_whole_and_only_when_newer():
     assert all(float(p.abs().sum()) == 0 for p in actor.parameters())
 
 
+def test_weights_written_during_the_copy_are_not_loaded():
+    config = make_config("dqn", "CartPole-v1", "gym", {})
+    online = make_network(config, envs.describe(config), (4,))
+    actor = make_network(config, envs.describe(config), (4,)).requires_grad_(False)
+    weights = process._SharedWeights(multiprocessing.get_context("fork"), online)
+    policy = process._ProcessPolicy(actor, 1, None, weights)
+    with torch.no_grad():
+        for p in online.parameters():
+            p.add_(1.0)
+    weights.write()
+    before = {k: v.clone() for k, v in actor.state_dict().items()}
+
+    class Overlapped(dict):  # the learner publishes while the actor copies
+        def items(self):
+            weights.sequence.value += 2
+            return super().items()
+
+    weights.tensors = Overlapped(weights.tensors)
+    assert weights.read_into(policy, -1) == -1
+    assert all(torch.equal(v, before[k]) for k, v in actor.state_dict().items())
+
+
 def test_a_phase_stores_every_row_and_holds_the_replay_ratio():
     trainer = Trainer(make_config("dqn", "CartPole-v1", "gym", CARTPOLE))
     before = trainer.streams.actor.state_dict()["numpy"]
@@ -128,6 +150,17 @@ def test_an_error_in_the_actor_is_raised_in_the_learner(monkeypatch):
 
     monkeypatch.setattr(Actor, "step", broken)  # the forked actor inherits it
     with pytest.raises(RuntimeError, match="ValueError: the environment broke"):
+        trainer.run_iteration()
+    assert multiprocessing.active_children() == []
+
+
+def test_an_actor_that_dies_without_a_word_is_reported_with_its_exit_code(monkeypatch):
+    from qzoo.actors import Actor
+
+    trainer = Trainer(make_config("dqn", "CartPole-v1", "gym", CARTPOLE))
+    trainer.run_iteration()
+    monkeypatch.setattr(Actor, "step", lambda self, frame_t=0: os._exit(7))  # as if killed
+    with pytest.raises(RuntimeError, match="the actor process ended with exit code 7"):
         trainer.run_iteration()
     assert multiprocessing.active_children() == []
 

@@ -99,8 +99,12 @@ def test_session_processes_without_proc_is_empty():
 # seconds after it returns (the GCS, the raylet and its agents started, ray.init not
 # returned): a Ctrl-C then lands inside ray.init, deterministically.
 CHILD = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
     from ray._private import node
+
+    # Ctrl-C raises KeyboardInterrupt, as in a terminal, even where the test runs with
+    # SIGINT ignored (a shell's background job), which Python would otherwise keep.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     start, wait = node.Node.start_ray_processes, float(sys.argv.pop(1))
 

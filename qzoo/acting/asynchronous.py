@@ -99,6 +99,16 @@ class _LockedPolicy(Policy):
         return super().__call__(*args, **kwargs)
 
 
+def over_the_whole_phase(stats, seconds):
+    """The actor's rates over the `seconds` the phase took with the learner's
+    catch-up after the actor's last step (up to --replay-ratio-tolerance of its updates),
+    which the actor's own clock leaves out."""
+    for rate in ("frame_rate", "steps_per_second"):
+        stats[rate] *= stats["duration"] / seconds
+    stats["duration"] = seconds
+    return stats
+
+
 def note_unpinned(config):
     if config.pin_threads and pinned_cores() is None:
         print("qzoo: note: --pin-threads: this process may run on one core only (or "
@@ -153,12 +163,9 @@ class AsyncDriver(SerialDriver):
         def on_step(row, new_frames):
             if errors:
                 raise _Stopped
-            with lock:
-                trainer.store(row, new_frames)
-                learning = trainer.can_learn()
-            trainer.frame_t += new_frames
-            if learning:
-                self.gate.add_collected(new_frames)
+            learnable = self.store(row, new_frames, lock)
+            if learnable:
+                self.gate.add_collected(learnable)
                 self.gate.wait_actor(stop=lambda: errors)  # the actor waits when ahead
 
         def act():
@@ -195,9 +202,21 @@ class AsyncDriver(SerialDriver):
             raise errors[0]
         if prefetcher and prefetcher.error is not None:  # on a batch nobody took
             raise prefetcher.error
-        stats = result["stats"]
-        stats["learner_wait_fraction"] = waited / (time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        stats = over_the_whole_phase(result["stats"], seconds)
+        stats["learner_wait_fraction"] = waited / seconds
         return stats
+
+    def store(self, row, new_frames, lock):
+        """Stores an actor's row (under `lock`, which sampling takes too) and counts
+        its frames; returns them where the learner can learn (the gate counts from
+        there), else 0."""
+        trainer = self.trainer
+        with lock:
+            trainer.store(row, new_frames)
+            learning = trainer.can_learn()
+        trainer.frame_t += new_frames
+        return new_frames if learning else 0
 
     def _lockstep(self, num_frames, progress):
         trainer, gate = self.trainer, self.gate

@@ -10,7 +10,8 @@
                other's action selection (alternating.py; rlpyt's AlternatingSampler).
   async        the actor in its own thread with its own copy of the network,
                refreshed every --publish-period updates, the learner updating at its
-               own pace, the replay ratio held both ways (asynchronous.py).
+               own pace, the replay ratio held both ways (asynchronous.py); with
+               --actor-process the actor is a process of its own (process.py).
 
 A driver owns the training actor and the evaluator (evaluation is always a plain
 phase, over worker processes when --actor-workers is above 1) and reports rlpyt's

@@ -17,11 +17,13 @@ rows, updates and publishes weights.
            then advances `read` (the locks order the memory on any CPU). The learner
            stores every row in the order acted, as the thread does.
   ratio    The learner holds the RatioGate (ratio.py) and publishes whether the actor
-           may go; the actor checks it before each step. The rows in the ring (at most
-           `SLOTS` steps) are the extra slack over the thread's one step.
+           may go; the actor checks it as it writes each step's row (the thread, as it
+           stores it). The steps in the ring (at most `SLOTS` of --num-envs rows; fewer
+           for large frames) are the extra slack over the thread's one step.
   weights  `_SharedWeights`: the learner's state_dict in shared memory, a sequence
-           counter around each copy (odd while writing); the actor takes them at its
-           next action when the counter is even and unchanged across its copy.
+           counter around each copy (odd while writing); the actor copies them out at
+           its next action and loads them when the counter was even and unchanged
+           across its copy (else it keeps its weights and tries at the next action).
   end      The actor sends its phase statistics and its random stream's state through
            a pipe, after its last row, and exits (os._exit: nothing of the learner's
            state, such as the run's lock or its files, is closed twice). Its episode
@@ -31,10 +33,14 @@ It keeps the thread's guarantees (every stored row whole and in order, the repla
 ratio held both ways, the learner catching up at the end of a phase) with the ring's
 slack added, and like it is not reproducible; checkpoints are taken between phases,
 when no actor process exists. Needs the CPU (a forked child cannot use CUDA) and one
-PyTorch thread (OpenMP's pool does not survive a fork).
+PyTorch thread (OpenMP's pool does not survive a fork; the driver sets it). A fork
+shares the learner's memory until either side writes a page: the pages the learner
+writes during the phase (replay rows, priorities) are copied then, up to the replay's
+size on Atari; the actor itself keeps its own few hundred MB.
 """
 
 import copy
+import gc
 import multiprocessing
 import os
 import pickle
@@ -43,8 +49,9 @@ import time
 import traceback
 
 import numpy as np
+import torch
 
-from qzoo.acting.asynchronous import AsyncDriver, note_unpinned
+from qzoo.acting.asynchronous import AsyncDriver, note_unpinned, over_the_whole_phase
 from qzoo.acting.drivers import SerialDriver, run_phase
 from qzoo.acting.prefetch import Prefetcher
 from qzoo.acting.ratio import RatioGate
@@ -59,6 +66,7 @@ _FIELDS = (("action", np.int64), ("reward", np.float32), ("first", bool), ("last
            ("zero_discount", bool), ("ended", np.float64))  # fmt: skip
 _NAP = 50e-6  # seconds a side sleeps when it has nothing to do
 _NONE = np.zeros(0)  # no episode ended
+_FORK = multiprocessing.get_context("fork")
 
 
 def _slots(num_envs, frame_bytes):
@@ -89,7 +97,8 @@ class _Ring:
         """Writes one step's row, once the ring has room and the learner lets the actor
         go; `ended` the returns of episodes completed at this step."""
         written = self.written.value
-        while written - self._get(self.read) >= self.slots or not self.may_go.value:
+        while (self.stop.value or written - self._get(self.read) >= self.slots
+               or not self.may_go.value):  # fmt: skip
             if self.stop.value or os.getppid() != self.parent:  # the learner failed or is gone
                 raise SystemExit(1)
             time.sleep(_NAP)
@@ -139,6 +148,7 @@ class _SharedWeights:
         # checkpoint): pairs made once, without a state_dict() walk per update.
         self._pairs = [(self.tensors[k], v) for k, v in network.state_dict().items()]
         self.sequence = ctx.Value("q", 0)
+        self._staged = None  # the actor's copy-out (made in the actor's process)
 
     def write(self):
         with self.sequence.get_lock():
@@ -150,12 +160,20 @@ class _SharedWeights:
 
     def read_into(self, policy, seen):
         """Copies newer weights than sequence `seen` into `policy`; returns the
-        sequence they are from (`seen` when none or a write got in the way)."""
+        sequence they are from (`seen` when none or a write got in the way). They are
+        copied out first and loaded only once the counter shows no write overlapped
+        the copy: the policy never acts on half an update."""
         sequence = _Ring._get(self.sequence)
         if sequence == seen or sequence % 2:
             return seen
-        Policy.load_weights(policy, self.tensors)
-        return sequence if _Ring._get(self.sequence) == sequence else seen
+        if self._staged is None:
+            self._staged = {k: v.clone() for k, v in self.tensors.items()}
+        for name, value in self.tensors.items():
+            self._staged[name].copy_(value)
+        if _Ring._get(self.sequence) != sequence:
+            return seen
+        Policy.load_weights(policy, self._staged)
+        return sequence
 
 
 class _ProcessPolicy(Policy):
@@ -216,10 +234,10 @@ class ProcessDriver(AsyncDriver):
                 "expected the CPU (a forked actor cannot use CUDA): pass --device cpu, "
                 "or drop --actor-process"
             )
-        ctx = multiprocessing.get_context("fork")
+        torch.set_num_threads(1)  # as --threads 1 (options refuse more): for the fork
         info = trainer.info
-        self.ring = _Ring(ctx, trainer.config.num_envs, info.frame_shape, info.frame_dtype)
-        self.weights = _SharedWeights(ctx, trainer.learner.online)
+        self.ring = _Ring(_FORK, trainer.config.num_envs, info.frame_shape, info.frame_dtype)
+        self.weights = _SharedWeights(_FORK, trainer.learner.online)
         network = copy.deepcopy(trainer.learner.online).requires_grad_(False)
         actor_policy = _ProcessPolicy(network, trainer.config.tau_samples_policy,
                                       policy.deep_exploration, self.weights)  # fmt: skip
@@ -237,17 +255,10 @@ class ProcessDriver(AsyncDriver):
                                      config.replay_ratio_tolerance)  # fmt: skip
         ring.reset()
         learner_cores, other_cores = (config.pin_threads and pinned_cores()) or (None, None)
-        ctx = multiprocessing.get_context("fork")
-        receive, send = ctx.Pipe(duplex=False)
-        with pinned(other_cores):  # a forked child keeps the forking thread's cores
-            process = ctx.Process(target=_act, args=(self, num_frames, send),
-                                  name="qzoo-actor", daemon=True)  # fmt: skip
-            process.start()
-        send.close()
-        # After the fork: the child gets no copy of a lock the prefetcher's thread holds.
         lock = threading.Lock()  # the prefetcher's thread samples while rows are stored
         episodes, result, prefetcher = _Completed(), None, None
         started, waited = time.perf_counter(), 0.0
+        process, receive = _fork(self, num_frames, other_cores)
         try:
             if config.prefetch_targets:
                 prefetcher = Prefetcher(trainer, lock, other_cores)
@@ -255,8 +266,8 @@ class ProcessDriver(AsyncDriver):
                 while True:
                     stored = self._store(lock, progress, episodes)
                     if result is None and receive.poll():
-                        result = pickle.loads(receive.recv_bytes())
-                        if result[0] != "ok":
+                        result = _receive(receive)
+                        if result is None or result[0] != "ok":
                             break
                         self._store(lock, progress, episodes)  # rows sent before it
                         gate.finish()
@@ -278,19 +289,16 @@ class ProcessDriver(AsyncDriver):
         trainer.streams.actor.load_state_dict(stream)
         if prefetcher and prefetcher.error is not None:
             raise prefetcher.error
-        stats["learner_wait_fraction"] = waited / (time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        stats = over_the_whole_phase(stats, seconds)
+        stats["learner_wait_fraction"] = waited / seconds
         return stats
 
     def _store(self, lock, progress, episodes):
         """Stores the rows the actor has written; returns how many steps."""
-        trainer, learnable = self.trainer, 0
-        steps = self.ring.take()
+        learnable, steps = 0, self.ring.take()
         for row, new_frames, ended in steps:
-            with lock:
-                trainer.store(row, new_frames)
-                learning = trainer.can_learn()
-            trainer.frame_t += new_frames
-            learnable += new_frames if learning else 0
+            learnable += self.store(row, new_frames, lock)
             if len(ended):
                 episodes.completed.extend(ended.tolist())
             if progress is not None:
@@ -298,6 +306,36 @@ class ProcessDriver(AsyncDriver):
         if learnable:  # once for the steps taken (the gate's arithmetic is exact, slow)
             self.gate.add_collected(learnable)
         return len(steps)
+
+
+def _fork(driver, num_frames, cores):
+    """Starts the phase's actor process on `cores` (None: anywhere); returns it and
+    the learner's end of its pipe. No other thread of this process runs then (the
+    previous phase's prefetcher has been joined), so no lock is copied held."""
+    receive, send = _FORK.Pipe(duplex=False)
+    # The learner's objects go to the permanent generation: its collector, running in
+    # the actor, would otherwise touch (and so copy) every page that holds one.
+    gc.freeze()
+    try:
+        with pinned(cores):  # a forked child keeps the forking thread's cores
+            process = _FORK.Process(target=_act, args=(driver, num_frames, send),
+                                  name="qzoo-actor", daemon=True)  # fmt: skip
+            process.start()
+    finally:
+        gc.unfreeze()
+        send.close()
+    return process, receive
+
+
+def _receive(receive):
+    """The actor's result, or ("error", None, why) when it died mid-message or sent an
+    error that does not unpickle here."""
+    try:
+        return pickle.loads(receive.recv_bytes())
+    except EOFError:
+        return None  # died without a word: _outcome says with which exit code
+    except Exception:  # noqa: BLE001 (the actor's error, as far as it came)
+        return ("error", None, traceback.format_exc())
 
 
 def _end(process, receive):
