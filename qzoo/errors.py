@@ -38,6 +38,12 @@ def bad_value(name, value, expected):
     return UserError(f"{flag(name)}: bad value {shown(value)}; expected {expected}")
 
 
+class WorkerDied(Exception):
+    """A process the run forked (--actor-process's actor) ended without a word: killed
+    (for memory, say) or crashed. The run stops in one line, keeping the last
+    checkpoint, and exits with code 2 as for memory that runs out."""
+
+
 class Diverged(Exception):
     """A loss or Q-value became NaN or infinite: the run stops, keeping the last good
     checkpoint. The CLI exits with code 3 (distinct from bad input's 2)."""

@@ -29,7 +29,7 @@ import torch
 
 from qzoo import checkpoint, envs, folder, logs
 from qzoo import config as config_lib
-from qzoo.errors import Diverged, UserError
+from qzoo.errors import Diverged, UserError, WorkerDied
 from qzoo.lock import RunLock
 
 CHECKPOINT = os.path.join("checkpoints", "latest.safetensors")
@@ -170,6 +170,8 @@ class _Run:
             self.train(trainer)
         except Diverged as e:
             raise Diverged(f"{e}; the run stopped and {self.kept('last good')}") from None
+        except WorkerDied as e:
+            raise UserError(f"{e}; {self.kept('last')}; the same command resumes") from None
         except (MemoryError, torch.OutOfMemoryError) as e:
             raise UserError(
                 f"out of memory ({folder.first_line(e)}); {self.kept('last')}; lower "

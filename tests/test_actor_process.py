@@ -13,6 +13,7 @@ import torch
 from qzoo import envs
 from qzoo.acting import process
 from qzoo.config import make_config
+from qzoo.errors import WorkerDied
 from qzoo.loop import Trainer
 from qzoo.networks import make_network
 from qzoo.replay.batch import Row
@@ -74,7 +75,8 @@ def test_the_actor_waits_while_the_learner_says_so_and_stops_when_told():
     assert child.exitcode == 3
 
 
-def test_weights_are_taken_whole_and_only_when_newer():
+def published():
+    """A learner's network with an update published, and an actor's policy."""
     config = make_config("dqn", "CartPole-v1", "gym", {})
     online = make_network(config, envs.describe(config), (4,))
     actor = make_network(config, envs.describe(config), (4,)).requires_grad_(False)
@@ -84,6 +86,11 @@ def test_weights_are_taken_whole_and_only_when_newer():
         for p in online.parameters():
             p.add_(1.0)
     weights.write()
+    return online, actor, weights, policy
+
+
+def test_weights_are_taken_whole_and_only_when_newer():
+    online, actor, weights, policy = published()
     assert weights.sequence.value == 2
     assert policy.weights.read_into(policy, -1) == 2
     assert all(torch.equal(v, online.state_dict()[k]) for k, v in actor.state_dict().items())
@@ -96,15 +103,7 @@ def test_weights_are_taken_whole_and_only_when_newer():
 
 
 def test_weights_written_during_the_copy_are_not_loaded():
-    config = make_config("dqn", "CartPole-v1", "gym", {})
-    online = make_network(config, envs.describe(config), (4,))
-    actor = make_network(config, envs.describe(config), (4,)).requires_grad_(False)
-    weights = process._SharedWeights(multiprocessing.get_context("fork"), online)
-    policy = process._ProcessPolicy(actor, 1, None, weights)
-    with torch.no_grad():
-        for p in online.parameters():
-            p.add_(1.0)
-    weights.write()
+    _, actor, weights, policy = published()
     before = {k: v.clone() for k, v in actor.state_dict().items()}
 
     class Overlapped(dict):  # the learner publishes while the actor copies
@@ -160,7 +159,9 @@ def test_an_actor_that_dies_without_a_word_is_reported_with_its_exit_code(monkey
     trainer = Trainer(make_config("dqn", "CartPole-v1", "gym", CARTPOLE))
     trainer.run_iteration()
     monkeypatch.setattr(Actor, "step", lambda self, frame_t=0: os._exit(7))  # as if killed
-    with pytest.raises(RuntimeError, match="the actor process ended with exit code 7"):
+    with pytest.raises(
+        WorkerDied, match=r"the actor process \(--actor-process\) ended with exit code 7"
+    ):
         trainer.run_iteration()
     assert multiprocessing.active_children() == []
 
@@ -190,3 +191,50 @@ def test_a_run_may_add_or_drop_the_actor_process_on_resume(tmp_path):
     assert main([*run, "--iterations", "2", "--accept-changes", "iterations"]) == 0
     rows = (tmp_path / "run" / "results.csv").read_text().splitlines()
     assert len(rows) == 1 + 3 and multiprocessing.active_children() == []
+
+
+def _children(pid):
+    """Pids of the processes whose parent is `pid` (Linux's /proc)."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        if int(data[data.rindex(b")") + 2 :].split()[1]) == pid:
+            found.append(int(name))
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the actor in /proc")
+def test_a_killed_actor_stops_the_run_in_one_line_keeping_its_checkpoint(tmp_path):
+    """SIGKILL (the kernel's out-of-memory killer) to the actor alone, mid-phase."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run_dir = tmp_path / "run"
+    argv = [sys.executable, "-m", "qzoo", "train", "dqn", "--env", "CartPole-v1", "--acting",
+            "async", "--actor-process", "--iterations", "3", "--train-frames", "200000",
+            "--eval-frames", "100", "--replay-capacity", "5000", "--no-progress",
+            "--run-dir", str(run_dir)]  # fmt: skip
+    child = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        actor = None
+        while actor is None and time.monotonic() < deadline:  # iteration 1's actor
+            time.sleep(0.2)
+            actor = next(iter(_children(child.pid)), None)
+        assert actor is not None, "no actor process appeared"
+        time.sleep(1.0)
+        os.kill(actor, signal.SIGKILL)
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    lines = [line for line in err.splitlines() if line.startswith("qzoo: ")]
+    assert child.returncode == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert "ended with signal SIGKILL: killed, e.g. for memory" in lines[0], err
+    assert "checkpoint (iteration 0) is intact; the same command resumes" in lines[0], err

@@ -236,3 +236,17 @@ def test_a_damaged_staging_file_is_one_line_and_rebuilt_once_deleted(tmp_path, c
     shutil.rmtree(data / ".staging")
     assert main(more) == 0
     assert len((run_dir / "results.csv").read_text().splitlines()) == 1 + 3
+
+
+def test_a_conversion_that_meets_a_corrupt_file_removes_what_it_wrote(dataset, tmp_path,
+                                                                      capsys):  # fmt: skip
+    """A byte changed inside a gzip stream passes the trailer check and shows only as
+    the frames are decompressed: `dataset convert` then leaves its destination empty."""
+    path = logs_file(dataset, "observation", 2)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    dst = tmp_path / "q"
+    assert main(["dataset", "convert", str(dataset), str(dst), "--to", "qzoo"]) == 2
+    one_error_line(capsys.readouterr().err.splitlines()[-1] + "\n", str(path))
+    assert os.listdir(dst) == []  # so the next conversion may write there

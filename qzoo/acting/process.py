@@ -44,6 +44,7 @@ import gc
 import multiprocessing
 import os
 import pickle
+import signal
 import threading
 import time
 import traceback
@@ -57,7 +58,7 @@ from qzoo.acting.prefetch import Prefetcher
 from qzoo.acting.ratio import RatioGate
 from qzoo.acting.workers import _shared
 from qzoo.actors import Policy
-from qzoo.errors import UserError
+from qzoo.errors import UserError, WorkerDied
 from qzoo.replay.batch import Row
 from qzoo.threads import pinned, pinned_cores
 
@@ -350,7 +351,10 @@ def _end(process, receive):
 def _outcome(result, exitcode):
     """The actor's (stats, stream state), or its error raised here."""
     if result is None:
-        raise RuntimeError(f"the actor process ended with exit code {exitcode}, sending nothing")
+        how = f"exit code {exitcode}"
+        if exitcode is not None and exitcode < 0:
+            how = f"signal {signal.Signals(-exitcode).name}: killed, e.g. for memory"
+        raise WorkerDied(f"the actor process (--actor-process) ended with {how}, sending nothing")
     if result[0] == "error":
         if isinstance(result[1], (UserError, KeyboardInterrupt)):
             raise result[1]

@@ -17,6 +17,7 @@ import glob
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 
@@ -244,8 +245,15 @@ def main(argv):
                   f"transitions {row['transitions']:>9,}  episodes {row['episodes_ended']:>6,}  "
                   f"mean clipped return {'n/a' if ret is None else f'{ret:.2f}'}")  # fmt: skip
     else:
-        _check_empty_destination(options["dst"])
-        (to_qzoo if options["to"] == "qzoo" else to_dopamine)(options["src"], options["dst"])
+        dst = options["dst"]
+        _check_empty_destination(dst)
+        try:
+            (to_qzoo if options["to"] == "qzoo" else to_dopamine)(options["src"], dst)
+        except BaseException:  # a file corrupt inside (CRC) shows only while converting
+            for name in os.listdir(dst) if os.path.isdir(dst) else ():  # it was empty
+                path = os.path.join(dst, name)
+                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+            raise
 
 
 def _check_empty_destination(dst):
