@@ -23,6 +23,7 @@ import math
 import numbers
 import os
 import shlex
+import shutil
 import sys
 
 import torch
@@ -85,6 +86,7 @@ def train(config, accept_changes=None):
             raise UserError(f"run folder {run_dir} is a file, not a folder; pass another --run-dir")
         created = not os.path.exists(run_dir)
         os.makedirs(run_dir, exist_ok=True)
+    run = None
     try:
         with RunLock(os.path.join(run_dir, ".lock")):
             run = _Run(config, run_dir, accept_changes, info)
@@ -92,9 +94,17 @@ def train(config, accept_changes=None):
                 run.start()
             except KeyboardInterrupt:
                 run.write_results_after_interrupt()
-                command = resume_command(config, run_dir, accept_changes)
-                print(f"qzoo: interrupted; resume with: {command}", file=sys.stderr)
+                if run.rows:
+                    command = resume_command(config, run_dir, accept_changes)
+                    print(f"qzoo: interrupted; resume with: {command}", file=sys.stderr)
+                else:
+                    print("qzoo: interrupted before the first checkpoint; nothing was saved",
+                          file=sys.stderr)  # fmt: skip
                 raise
+    except KeyboardInterrupt:
+        if created and not (run and run.rows):  # this command's folder, no run in it yet
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     except UserError:
         if created:  # a refused new run leaves no empty folder behind (rmdir: if empty)
             with contextlib.suppress(OSError):

@@ -366,6 +366,25 @@ def test_ctrl_c_prints_the_command_that_resumes(run_dir, monkeypatch, capsys):
     assert [r.split(",")[0] for r in rows] == ["iteration", "0", "1", "2", "3"]
 
 
+def test_ctrl_c_before_a_new_runs_first_checkpoint_leaves_no_folder(tmp_path, monkeypatch,
+                                                                   capsys):  # fmt: skip
+    """Nothing to resume: no resume line, and the folder this command made is gone."""
+
+    def interrupted(self, progress=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop.Trainer, "run_iteration", interrupted)
+    assert train(tmp_path / "run") == 130
+    err = capsys.readouterr().err
+    assert (
+        err.splitlines()[-1] == "qzoo: interrupted before the first checkpoint; nothing was saved"
+    )
+    assert not (tmp_path / "run").exists()
+    # A folder the user made stays, empty or not.
+    (tmp_path / "mine").mkdir()
+    assert train(tmp_path / "mine") == 130 and (tmp_path / "mine").is_dir()
+
+
 def test_ctrl_c_right_after_a_save_still_leaves_its_rows_in_results_csv(run_dir, monkeypatch):
     save = checkpoint.save
 
