@@ -238,3 +238,16 @@ def test_a_killed_actor_stops_the_run_in_one_line_keeping_its_checkpoint(tmp_pat
     assert child.returncode == 2 and len(lines) == 1 and "Traceback" not in err, err
     assert "ended with signal SIGKILL: killed, e.g. for memory" in lines[0], err
     assert "checkpoint (iteration 0) is intact; the same command resumes" in lines[0], err
+
+
+def test_the_actor_reports_in_json_the_stream_state_and_counts_the_learner_restores():
+    """Its result crosses as JSON (nothing to unpickle): the stream's torch state comes
+    back byte for byte, and counts stay integers (results.csv prints 12, not 12.0)."""
+    trainer = Trainer(make_config("dqn", "CartPole-v1", "gym", CARTPOLE))
+    rows = [trainer.run_iteration() for _ in range(2)]
+    assert isinstance(rows[1]["train_num_episodes"], int) and rows[1]["train_num_episodes"] > 0
+    state = trainer.streams.actor.state_dict()
+    assert state["torch"].dtype == torch.uint8 and state["torch"].numel() > 1000
+    draw = torch.rand(3, generator=trainer.streams.actor.torch)
+    trainer.streams.actor.load_state_dict(state)
+    assert torch.equal(torch.rand(3, generator=trainer.streams.actor.torch), draw)

@@ -25,7 +25,7 @@ rows, updates and publishes weights.
            its next action and loads them when the counter was even and unchanged
            across its copy (else it keeps its weights and tries at the next action).
   end      The actor sends its phase statistics and its random stream's state through
-           a pipe, after its last row, and exits (os._exit: nothing of the learner's
+           a pipe (JSON: nothing is unpickled), after its last row, and exits (os._exit: nothing of the learner's
            state, such as the run's lock or its files, is closed twice). Its episode
            returns come with the rows, for the progress bar.
 
@@ -39,11 +39,12 @@ writes during the phase (replay rows, priorities) are copied then, up to the rep
 size on Atari; the actor itself keeps its own few hundred MB.
 """
 
+import base64
 import copy
 import gc
+import json
 import multiprocessing
 import os
-import pickle
 import signal
 import threading
 import time
@@ -212,14 +213,15 @@ def _act(driver, num_frames, conn):
 
         on_step.episodes = 0
         stats = run_phase(actor, num_frames, None, lambda: frame_t[0], on_step)
-        # Plain pickle: the multiprocessing one would send tensors' storage as file
-        # descriptors, which the learner could only fetch while this process lives.
-        conn.send_bytes(pickle.dumps(("ok", stats, trainer.streams.actor.state_dict())))
+        stream = trainer.streams.actor.state_dict()
+        message = {"stats": {k: v if isinstance(v, int) else float(v) for k, v in stats.items()},
+                   "stream": {"numpy": stream["numpy"],
+                              "torch": base64.b64encode(stream["torch"].numpy().tobytes()).decode()}}  # fmt: skip
     except BaseException as error:  # noqa: BLE001 (reported to the learner, which raises it)
-        try:
-            conn.send_bytes(pickle.dumps(("error", error, traceback.format_exc())))
-        except Exception:  # noqa: BLE001 (an error that does not pickle)
-            conn.send_bytes(pickle.dumps(("error", None, traceback.format_exc())))
+        message = {"error": type(error).__name__, "message": str(error),
+                   "traceback": traceback.format_exc()}  # fmt: skip
+    try:  # JSON, not pickle: the learner builds nothing but numbers and text from it
+        conn.send_bytes(json.dumps(message).encode())
     finally:
         conn.close()
         os._exit(0)
@@ -268,7 +270,7 @@ class ProcessDriver(AsyncDriver):
                     stored = self._store(lock, progress, episodes)
                     if result is None and receive.poll():
                         result = _receive(receive)
-                        if result is None or result[0] != "ok":
+                        if result is None or "error" in result:
                             break
                         self._store(lock, progress, episodes)  # rows sent before it
                         gate.finish()
@@ -329,14 +331,12 @@ def _fork(driver, num_frames, cores):
 
 
 def _receive(receive):
-    """The actor's result, or ("error", None, why) when it died mid-message or sent an
-    error that does not unpickle here."""
+    """The actor's result (a dict: its stats and stream state, or its error), or None
+    when it died without a whole message."""
     try:
-        return pickle.loads(receive.recv_bytes())
-    except EOFError:
+        return json.loads(receive.recv_bytes())
+    except (EOFError, ValueError):
         return None  # died without a word: _outcome says with which exit code
-    except Exception:  # noqa: BLE001 (the actor's error, as far as it came)
-        return ("error", None, traceback.format_exc())
 
 
 def _end(process, receive):
@@ -355,8 +355,12 @@ def _outcome(result, exitcode):
         if exitcode is not None and exitcode < 0:
             how = f"signal {signal.Signals(-exitcode).name}: killed, e.g. for memory"
         raise WorkerDied(f"the actor process (--actor-process) ended with {how}, sending nothing")
-    if result[0] == "error":
-        if isinstance(result[1], (UserError, KeyboardInterrupt)):
-            raise result[1]
-        raise RuntimeError(f"the actor process failed:\n{result[2]}")
-    return result[1], result[2]
+    if "error" in result:
+        if result["error"] == "UserError":
+            raise UserError(result["message"])
+        if result["error"] == "KeyboardInterrupt":
+            raise KeyboardInterrupt
+        raise RuntimeError(f"the actor process failed:\n{result['traceback']}")
+    stream = result["stream"]
+    torch_state = torch.frombuffer(bytearray(base64.b64decode(stream["torch"])), dtype=torch.uint8)
+    return result["stats"], {"numpy": stream["numpy"], "torch": torch_state}
