@@ -25,8 +25,9 @@ rows, updates and publishes weights.
            its next action and loads them when the counter was even and unchanged
            across its copy (else it keeps its weights and tries at the next action).
   end      The actor sends its phase statistics and its random stream's state through
-           a pipe (JSON: nothing is unpickled), after its last row, and exits (os._exit: nothing of the learner's
-           state, such as the run's lock or its files, is closed twice). Its episode
+           a pipe (JSON: nothing is unpickled), after its last row, and exits
+           (os._exit: nothing of the learner's state, such as the run's lock or its
+           files, is closed twice). Its episode
            returns come with the rows, for the progress bar.
 
 It keeps the thread's guarantees (every stored row whole and in order, the replay
