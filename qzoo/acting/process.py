@@ -72,6 +72,12 @@ _NONE = np.zeros(0)  # no episode ended
 _FORK = multiprocessing.get_context("fork")
 
 
+def _locked(value):
+    """A multiprocessing Value read under its lock (which orders memory)."""
+    with value.get_lock():
+        return value.value
+
+
 def _slots(num_envs, frame_bytes):
     """SLOTS, or fewer so that the ring's frames stay within 64 MiB."""
     return max(2, min(SLOTS, (64 << 20) // max(1, num_envs * frame_bytes)))
@@ -100,7 +106,7 @@ class _Ring:
         """Writes one step's row, once the ring has room and the learner lets the actor
         go; `ended` the returns of episodes completed at this step."""
         written = self.written.value
-        while (self.stop.value or written - self._get(self.read) >= self.slots
+        while (self.stop.value or written - _locked(self.read) >= self.slots
                or not self.may_go.value):  # fmt: skip
             if self.stop.value or os.getppid() != self.parent:  # the learner failed or is gone
                 raise SystemExit(1)
@@ -119,7 +125,7 @@ class _Ring:
     def take(self):
         """[(Row, new_frames, returns ended)] of the steps written since the last call
         (copies: the actor reuses the slots)."""
-        read, written = self.read.value, self._get(self.written)
+        read, written = self.read.value, _locked(self.written)
         if read == written:
             return []
         slots = np.arange(read, written) % self.slots
@@ -134,11 +140,6 @@ class _Ring:
         return [(Row(*(block[name][i] for name in names)), new_frames[i],
                  ended[i][~np.isnan(ended[i])] if any_ended[i] else _NONE)
                 for i in range(len(slots))]  # fmt: skip
-
-    @staticmethod
-    def _get(value):
-        with value.get_lock():
-            return value.value
 
 
 class _SharedWeights:
@@ -166,16 +167,18 @@ class _SharedWeights:
         sequence they are from (`seen` when none or a write got in the way). They are
         copied out first and loaded only once the counter shows no write overlapped
         the copy: the policy never acts on half an update."""
-        sequence = _Ring._get(self.sequence)
+        sequence = _locked(self.sequence)
         if sequence == seen or sequence % 2:
             return seen
-        if self._staged is None:
-            self._staged = {k: v.clone() for k, v in self.tensors.items()}
-        for name, value in self.tensors.items():
-            self._staged[name].copy_(value)
-        if _Ring._get(self.sequence) != sequence:
+        if self._staged is None:  # [(shared, staged, the policy's own tensor)], once
+            own = policy.network.state_dict()
+            self._staged = [(v, v.clone(), own[k]) for k, v in self.tensors.items()]
+        for shared, staged, _ in self._staged:
+            staged.copy_(shared)
+        if _locked(self.sequence) != sequence:
             return seen
-        Policy.load_weights(policy, self._staged)
+        for _, staged, own in self._staged:  # in place, as load_state_dict would, cheaper
+            own.copy_(staged)
         return sequence
 
 
