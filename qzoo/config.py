@@ -277,6 +277,9 @@ class Config:
     compile: bool = option(False, "run", "the learner's update as one compiled graph "
                            "(torch.compile; CUDA graphs on a GPU): seconds to compile once, "
                            "then less overhead per update")
+    capture: bool = option(False, "run", "the whole update (sample, loss, gradient, optimizer "
+                           "step, priorities) as one compiled graph, a CUDA graph on a GPU; "
+                           "needs --replay-device on the learner's device")
     # Ray (issue 14; qzoo/distributed/, README "Training on Ray").
     ray: bool = option(False, "run", "train on Ray (Ape-X): --actors actor processes, "
                        "--replay-shards replay shards, this process learns")

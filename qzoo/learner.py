@@ -43,8 +43,8 @@ class Learner:
         self._stats = torch.zeros(3, device=self.device)  # loss sum, q sum, updates
         # Held around the eager update's optimizer step, so that a thread copying the
         # online weights (the async actor, acting/asynchronous.py) never reads half a
-        # step; None for the compiled update, which steps inside its graph.
-        self.step_lock = None if config.compile else threading.Lock()
+        # step; None for a compiled or captured update, which steps inside its graph.
+        self.step_lock = None if config.compile or config.capture else threading.Lock()
         # A replay on a device takes priorities as device tensors (device_samplers.py):
         # no copy to the host, so nothing waits for the update to finish.
         self._host_priorities = config.replay_device == "host"

@@ -130,6 +130,18 @@ class Trainer:
             stream = self.streams.replay
             self.replay = make_replay(config, self.info, stream.numpy, stream.torch)
         self.replay_log = self._replay_log() if config.log_replay else None
+        # Compressed uniform replay: each next batch of a step's updates is drawn (and
+        # decoded) while the learner updates on the one before, exactly (ahead.py).
+        self._ahead = None
+        if config.replay_compression != "none" and not config.prioritized and not config.offline:
+            from qzoo.replay.ahead import SampleAhead
+
+            self._ahead = SampleAhead()
+        self.captured = None  # --capture: the whole update as one graph (captured.py)
+        if config.capture:
+            from qzoo.captured import CapturedUpdate
+
+            self.captured = CapturedUpdate(self.learner, self.replay, config.batch_size)
         self.updates = UpdateSchedule(updates_per_frame(config),
                                       config.target_network_update_period)  # fmt: skip
         self.epsilon = LinearSchedule(
@@ -201,6 +213,8 @@ class Trainer:
         """After the last iteration: the replay log's final partial snapshot."""
         if self.replay_log is not None:
             self.replay_log.writer.close()
+        if self._ahead is not None:
+            self._ahead.close()
 
     # ---- phases ---------------------------------------------------------------
     def train_phase(self, num_frames, progress=None):
@@ -256,8 +270,13 @@ class Trainer:
         """SGD steps and target updates due between two frame counts."""
         if not self.can_learn():
             return
-        for _ in range(self.updates.updates_due(old_frame, new_frame)):
-            self.learn_once()
+        due = self.updates.updates_due(old_frame, new_frame)
+        if due > 1 and self._ahead is not None:  # the next batch decoded during an update
+            for batch in self._ahead.batches(due, self.sample_batch):
+                self.learn_once(batch=batch)
+        else:
+            for _ in range(due):
+                self.learn_once()
         if self.updates.target_due(old_frame, new_frame):
             self.learner.update_target(self.config.target_update_tau)
 
@@ -276,6 +295,13 @@ class Trainer:
         when an actor writes to it concurrently (the SGD step itself runs outside it)."""
         config, replay = self.config, self.replay
         lock = lock or contextlib.nullcontext()
+        if self.captured is not None:  # draw, update and priorities in one graph
+            if config.prioritized:
+                self.captured.set_beta(self.importance_sampling_exponent(replay.num_adds))
+            with lock:
+                self.captured.update()
+            self.transitions_sampled += config.batch_size
+            return
         if batch is None:
             batch = self.sample_batch(lock)
         priorities = self.learner.learn(batch)

@@ -315,7 +315,8 @@ def validate(config, domain, given=None):
     relations = _relations(config, domain) + features.recurrent_relations(config, domain)
     relations += features.batch_relations(config, domain) + features.prefetch_relations(config)
     relations += features.pin_relations(config) + features.actor_process_relations(config)
-    for involved, holds, expected in relations + features.device_replay_relations(config):
+    relations += features.device_replay_relations(config) + features.capture_relations(config)
+    for involved, holds, expected in relations:
         if not holds:
             blamed = next((name for name in involved if name in given), involved[0])
             raise bad_value(blamed, getattr(config, blamed), expected)

@@ -277,6 +277,23 @@ def device_replay_relations(c):
     ]  # fmt: skip
 
 
+# --capture (captured.py): the whole update in one graph, over a replay on the device.
+def capture_relations(c):
+    if not c.capture:
+        return []
+    return [
+        (("capture", "replay_device"), c.replay_device != "host",
+         ("false with --replay-device host (the draw is captured with the update: use "
+          "--replay-device cpu or cuda, the learner's device)")),
+        (("capture", "compile"), not c.compile,
+         "false with --compile (--capture compiles the whole update, the draw included)"),
+        (("capture", "prefetch_targets"), not c.prefetch_targets,
+         "false with --prefetch-targets (the captured update computes its own targets)"),
+        (("capture", "recurrent"), not c.recurrent,
+         "false with --recurrent (torch.compile does not trace R2D1's LSTM)"),
+    ]  # fmt: skip
+
+
 # ale-py's asynchronous mode (--env-batch-size, issue 13; qzoo/acting/batches.py).
 def batch_relations(c, domain):
     if not c.env_batch_size:

@@ -257,3 +257,31 @@ def test_without_the_direct_path_lz4_samples_the_same_batches(play, monkeypatch)
         if t >= 10 and t % 5 == 0:
             a, b = plain.sample(16), packed.sample(16)
             assert np.array_equal(a.s_tm1, b.s_tm1) and np.array_equal(a.s_t, b.s_t)
+
+
+def test_the_next_batch_decoded_during_an_update_changes_nothing():
+    """8 environments at 2 frames per update: 4 updates due after each step. Their
+    batches 2..4 are drawn on a thread while the update before runs (replay/ahead.py);
+    the rows are those of an uncompressed run, to the bit."""
+    import threading
+
+    from qzoo.config import build_config
+    from qzoo.loop import WALL_CLOCK_COLUMNS, Trainer
+
+    def trainer(compression):
+        return Trainer(build_config("dqn", {
+            "env": "CartPole-v1", "iterations": "2", "train_frames": "400", "num_envs": "8",
+            "eval_frames": "40", "replay_capacity": "800", "learn_period": "2",
+            "min_replay_capacity_fraction": "0.2", "replay_compression": compression,
+        }))  # fmt: skip
+
+    def rows(trainer):
+        return [{k: repr(v) for k, v in trainer.run_iteration().items()
+                 if k not in WALL_CLOCK_COLUMNS} for _ in range(3)]  # fmt: skip
+
+    compressed = trainer("lz4")
+    threads = []
+    sample = compressed.sample_batch
+    compressed.sample_batch = lambda: threads.append(threading.current_thread().name) or sample()
+    assert rows(compressed) == rows(trainer("none"))
+    assert len(threads) > 100 and all(t.startswith("qzoo-sample") for t in threads)

@@ -43,6 +43,8 @@ import sys
 import threading
 import time
 
+import torch
+
 from qzoo.acting.drivers import SerialDriver, run_phase
 from qzoo.acting.prefetch import Prefetcher
 from qzoo.acting.ratio import RatioGate
@@ -71,6 +73,21 @@ class _LockedPolicy(Policy):
         self._source = source
         self.lock = threading.Lock()
         self._staged, self._fresh = None, False
+        # On a GPU the actor acts on a CUDA stream of its own: the copies are ordered
+        # by events (staged after the learner's step, read back before the next
+        # staging), so neither thread waits for the other's queued work.
+        self._events = None
+        if self.device.type == "cuda":
+            self._events = {"staged": torch.cuda.Event(), "loaded": torch.cuda.Event(),
+                            "recorded": set()}  # fmt: skip
+
+    def _wait(self, name):
+        if name in self._events["recorded"]:
+            torch.cuda.current_stream(self.device).wait_event(self._events[name])
+
+    def _record(self, name):
+        self._events[name].record(torch.cuda.current_stream(self.device))
+        self._events["recorded"].add(name)
 
     def publish(self, online):
         """Called in the learner's thread with its online network."""
@@ -78,11 +95,15 @@ class _LockedPolicy(Policy):
             self._fresh = True
             return
         with self.lock:
+            if self._events:
+                self._wait("loaded")  # the actor's last read of the staged copy
             if self._staged is None:
                 self._staged = {k: v.detach().clone() for k, v in online.state_dict().items()}
             else:
                 for name, value in online.state_dict().items():
                     self._staged[name].copy_(value)
+            if self._events:
+                self._record("staged")
             self._fresh = True
 
     def __call__(self, *args, **kwargs):
@@ -94,7 +115,11 @@ class _LockedPolicy(Policy):
                     super().load_weights(online.state_dict())
             else:
                 with self.lock:
+                    if self._events:
+                        self._wait("staged")
                     super().load_weights(self._staged)
+                    if self._events:
+                        self._record("loaded")
                     self._fresh = False
         return super().__call__(*args, **kwargs)
 
@@ -120,13 +145,19 @@ class AsyncDriver(SerialDriver):
     def __init__(self, trainer, policy, evaluation):
         learner = trainer.learner
         network = copy.deepcopy(learner.online).requires_grad_(False)
-        pulled = learner.step_lock is not None and not trainer.config.deterministic
+        # On a GPU the weights are always staged: a lock cannot order queued kernels.
+        pulled = (learner.step_lock is not None and not trainer.config.deterministic
+                  and learner.device.type != "cuda")  # fmt: skip
         source = (learner.online, learner.step_lock) if pulled else None
         self.actor_policy = _LockedPolicy(network, trainer.config.tau_samples_policy,
                                           policy.deep_exploration, source)  # fmt: skip
         super().__init__(trainer, self.actor_policy, evaluation)
         self.gate = None
         note_unpinned(trainer.config)
+        # A GPU actor's forward passes go on a stream of their own, so that reading its
+        # actions waits for them alone, not for the learner's queued updates.
+        cuda = learner.device.type == "cuda"
+        self._actor_stream = torch.cuda.Stream(learner.device) if cuda else None
 
     def publish(self):
         # The actor's copy lives in this process on the learner's device: copied
@@ -170,7 +201,7 @@ class AsyncDriver(SerialDriver):
 
         def act():
             try:
-                with pinned(other_cores):
+                with pinned(other_cores), _on_stream(self._actor_stream):
                     result["stats"] = run_phase(self.actor, num_frames, progress,
                                                 lambda: trainer.frame_t, on_step)  # fmt: skip
             except _Stopped:
@@ -212,7 +243,12 @@ class AsyncDriver(SerialDriver):
         its frames; returns them where the learner can learn (the gate counts from
         there), else 0."""
         trainer = self.trainer
-        with lock:
+        # Rows go to a device replay on the learner's stream: its draws then always
+        # come after the copies of the rows they may read.
+        learner_stream = None
+        if self._actor_stream is not None:
+            learner_stream = torch.cuda.default_stream(trainer.learner.device)
+        with lock, _on_stream(learner_stream):
             trainer.store(row, new_frames)
             learning = trainer.can_learn()
         trainer.frame_t += new_frames
@@ -232,6 +268,11 @@ class AsyncDriver(SerialDriver):
         stats = run_phase(self.actor, num_frames, progress, lambda: trainer.frame_t, on_step)
         stats["learner_wait_fraction"] = 0.0
         return stats
+
+
+def _on_stream(stream):
+    """torch.cuda.stream(stream), or nothing for None."""
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
 
 
 class _Stopped(Exception):

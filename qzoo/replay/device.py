@@ -85,8 +85,16 @@ class DeviceFrameStorage(FrameStorage):
     @staticmethod
     def _put(target, value):
         """target <- a host array, cast as NumPy's assignment casts (one step's row:
-        the only host -> device copy)."""
-        target.copy_(torch.from_numpy(np.ascontiguousarray(value)))
+        the only host -> device copy). To a GPU through page-locked memory, queued
+        without waiting: a copy from pageable memory would first wait for every
+        update already queued (PyTorch's pinned-memory cache keeps the staging block
+        until the copy is done)."""
+        source = torch.from_numpy(np.ascontiguousarray(value))
+        if target.device.type == "cuda":
+            source = source.to(target.dtype).pin_memory()
+            target.copy_(source, non_blocking=True)
+        else:
+            target.copy_(source)
 
     def add(self, row):
         """Writes one `Row` (host arrays of the newest observation of every

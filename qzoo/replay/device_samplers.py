@@ -74,7 +74,8 @@ class DeviceUniformSampler:
     def check(self):
         """Raises if a draw since the last call found no valid transition (one host
         sync: the run loop calls it once per iteration)."""
-        misses, self.misses = int(self.misses), torch.zeros_like(self.misses)
+        misses = int(self.misses)
+        self.misses.zero_()  # in place: a captured update (captured.py) writes this tensor
         if misses:
             raise RuntimeError(
                 f"replay: {misses} sampled position(s) found no valid transition among "

@@ -1,0 +1,227 @@
+"""The whole update as one captured graph (`--capture`): sample -> stacks and n-step
+returns -> loss -> gradient -> clipping and the optimizer's step -> priority update ->
+statistics, with the replay on the learner's device (`--replay-device`).
+
+`--compile` captures the gradient step alone; the draw of a batch from a device replay
+is still some sixty small tensor operations, each a kernel launch (and Python's
+dispatch) on a GPU, several times the captured step's own cost for a Nature CNN.
+Here everything between two replay additions is one compiled function: on a GPU
+with mode="reduce-overhead" one CUDA graph replay; on a CPU compiled C++ (the tests
+run it there, against the same function run eagerly).
+
+What changes per call is read from tensors at fixed addresses, never from Python
+numbers, so the graph is reused: the replay's window (oldest row, ages low..high, the
+number of transitions) and prioritized replay's beta are written into small device
+tensors when they change; the random numbers of the draw are made from the replay
+stream's generator into a fixed buffer before each call (a generator cannot enter a
+graph), those of the objective from the learner's, as `--compile` does (draws.py).
+Draws therefore differ from `--replay-device`'s eager sampler (equally uniform or
+prioritized, other indices); a run with `--capture` resumes exactly on a CPU.
+"""
+
+import torch
+
+from qzoo import draws, optim
+from qzoo.compiled import CompiledUpdate, _mark_static, _own_code
+from qzoo.errors import UserError
+from qzoo.replay.device_samplers import ROUNDS, DevicePrioritizedSampler, first_accepted
+
+# Uniforms per candidate: row and column; prioritized adds the coin and the target.
+_UNIFORM_DRAWS, _PRIORITIZED_DRAWS = 2, 4
+QUEUED = 16  # updates the host may queue ahead of the GPU
+
+
+class CapturedUpdate:
+    """`update()` runs one whole update (module docstring); `set_beta(beta)` sets
+    prioritized replay's importance-sampling exponent for the next ones.
+
+    `compile=False` runs the same function eagerly (the reference the tests compare
+    the compiled graph with)."""
+
+    def __init__(self, learner, replay, batch_size, compile=True):
+        storage, sampler = replay.storage, replay.sampler
+        if storage.device != learner.device:
+            raise UserError(
+                f"--capture: the replay is on {storage.device} and the learner on "
+                f"{learner.device}; use --replay-device {learner.device.type}"
+            )
+        self.learner, self.storage, self.sampler = learner, storage, sampler
+        self.batch_size = batch_size
+        self.prioritized = isinstance(sampler, DevicePrioritizedSampler)
+        device = storage.device
+        self._inner = CompiledUpdate(
+            learner.online, learner.target, learner.objective, learner.optimizer,
+            learner.config.max_global_grad_norm, device, learner.config.precision,
+        )  # fmt: skip
+        # oldest row, low and high ages of the valid window, transitions stored.
+        self._window = torch.zeros(4, dtype=torch.int64, device=device)
+        self._beta = torch.zeros((), dtype=torch.float64, device=device)
+        kinds = _PRIORITIZED_DRAWS if self.prioritized else _UNIFORM_DRAWS
+        self._uniforms = torch.zeros((kinds, ROUNDS, batch_size), dtype=torch.float64,
+                                     device=device)  # fmt: skip
+        self._adds = None  # storage.num_adds when the window was last written
+        self._draws = None  # the objective's draws (kinds, sizes), recorded once
+        self._tape = None  # fixed buffers for them
+        self._function = self._step
+        self._queued = None
+        if device.type == "cuda":
+            self._queued = [torch.cuda.Event() for _ in range(QUEUED)]
+            self._next_event = self._recorded = 0
+        if compile:
+            mode = "reduce-overhead" if device.type == "cuda" else None
+            self._function = torch.compile(_own_code(self._step), mode=mode, dynamic=False,
+                                           fullgraph=True)  # fmt: skip
+        if device.type == "cuda":
+            # Read and written where they are: CUDA graphs would otherwise copy each
+            # into a buffer of their own before every replay (the replay: gigabytes).
+            static = [
+                self._window,
+                self._beta,
+                self._uniforms,
+                learner._stats,
+                sampler.misses,
+                *_storage_tensors(storage),
+            ]
+            if self.prioritized:
+                static += [sampler.priorities, sampler.max_seen]
+            for tensor in {id(x): x for x in static}.values():  # flags may be actions
+                torch._dynamo.mark_static_address(tensor)
+
+    def set_beta(self, beta):
+        self._beta.fill_(beta)  # queued on the device: no wait
+
+    def update(self):
+        """One update on a batch drawn now; nothing waits for the device."""
+        storage, generator = self.storage, self.learner.generator
+        if not storage.can_sample():  # host counters
+            raise RuntimeError("replay holds too few rows to sample")
+        if self._adds != storage.num_adds:
+            low, high = storage.window()
+            values = (storage.oldest(), low, high, storage.size)
+            for i, value in enumerate(values):
+                self._window[i].fill_(value)
+            self._adds = storage.num_adds
+        with torch.no_grad():
+            torch.rand(self._uniforms.shape, generator=self.sampler.generator,
+                       dtype=torch.float64, device=storage.device, out=self._uniforms)  # fmt: skip
+            if self._draws is None:
+                self._record()
+            for buffer, (kind, size) in zip(self._tape, self._draws):
+                buffer.copy_(draws.draw([(kind, size)], generator, storage.device)[0])
+            # Fetched every call: loading a checkpoint replaces the optimizer's tensors.
+            states = optim.graph_state(self._inner._optimizer)
+            if storage.device.type == "cuda":
+                _mark_static(states)
+                torch.compiler.cudagraph_mark_step_begin()
+            self._function(self._inner._params, states, self._tape)
+            if self._queued is not None:
+                self._bound_queue()
+
+    def _bound_queue(self):
+        """At most QUEUED updates waiting on the GPU: the host runs ahead (nothing in an
+        update waits for the device), but a learner far ahead of its GPU would publish
+        weights and count updates that are not done yet."""
+        events, i = self._queued, self._next_event
+        events[i].record()
+        self._next_event = (i + 1) % len(events)
+        self._recorded += 1
+        if self._recorded >= len(events):  # the oldest of the ring
+            events[self._next_event].synchronize()
+
+    def _step(self, params, states, tape):
+        t, b, weights = self._sample()
+        batch = self.storage.gather(t, b)._replace(weights=weights, indices=None)
+        _, loss, mean_q, priorities = self._inner._step(params, batch, tape, states)
+        if self.prioritized:
+            self._write_priorities(t, b, priorities)
+        self.learner._stats.add_(torch.stack([loss, mean_q, torch.ones_like(loss)]))
+
+    # ---- the draw, from the uniforms and the window tensors --------------------
+    def _candidates(self, u_t, u_b):
+        """Rows and columns uniform over the valid window (not yet checked for
+        validity) from uniforms in [0, 1) of the same shape."""
+        storage, window = self.storage, self._window
+        oldest, low, high = window[0], window[1], window[2]
+        span = high - low
+        age = low + torch.minimum((u_t * span).to(torch.int64), span - 1)
+        t = (oldest + age) % storage.num_rows
+        b = torch.clamp((u_b * storage.num_envs).to(torch.int64), max=storage.num_envs - 1)
+        return t, b
+
+    def _uniform_indices(self):
+        u = self._uniforms
+        t, b = self._candidates(u[0], u[1])
+        ok = self.storage.valid(t.reshape(-1), b.reshape(-1)).view(t.shape)
+        t, b, missed = first_accepted(t, b, ok)
+        self.sampler.misses.add_(missed)
+        return t, b
+
+    def _sample(self):
+        if not self.prioritized:
+            t, b = self._uniform_indices()
+            return t, b, None
+        return self._prioritized_sample()
+
+    def _prioritized_sample(self):
+        """As DevicePrioritizedSampler.sample (the same semantics), from the uniforms:
+        a valid uniform draw per position, each candidate's coin for uniform, a target
+        in [0, total) for a slot by priority, kept if valid and in the window."""
+        storage, sampler, u, window = self.storage, self.sampler, self._uniforms, self._window
+        t_u, b_u = self._uniform_indices()
+        cumulative = sampler.priorities.cumsum(0)
+        total = cumulative[-1]
+        uniform = (u[2] < sampler.uniform_sample_probability) | (total <= 0)
+        slot = torch.searchsorted(cumulative, (u[3] * total).reshape(-1), right=True)
+        slot = slot.clamp(max=cumulative.numel() - 1)
+        t_p, b_p = slot // storage.num_envs, slot % storage.num_envs
+        age = (t_p - window[0]) % storage.num_rows
+        in_window = (age >= window[1]) & (age < window[2])
+        ok = uniform | (in_window & storage.valid(t_p, b_p)).view(uniform.shape)
+        t = torch.where(uniform, t_u[None], t_p.view(uniform.shape))
+        b = torch.where(uniform, b_u[None], b_p.view(uniform.shape))
+        t, b, missed = first_accepted(t, b, ok)
+        sampler.misses.add_(missed)
+        # P(i) = (1 - u) p_i^alpha / sum + u / N; weights (1/N / P)^beta over the max.
+        p_u, size = sampler.uniform_sample_probability, window[3].to(torch.float64)
+        leaf = sampler.priorities[t * storage.num_envs + b]
+        probability = (1 - p_u) * leaf / total + p_u / size
+        weights = (1.0 / size / probability).pow(self._beta)
+        if sampler.normalize_weights:
+            weights = weights / weights.max()
+        return t, b, weights.to(torch.float32)
+
+    def _write_priorities(self, t, b, priorities):
+        """DevicePrioritizedSampler.update, in the graph."""
+        storage, sampler = self.storage, self.sampler
+        p = priorities.to(torch.float64)
+        # Through a 1-element view: torch.compile drops a copy_ into a 0-dim tensor.
+        sampler.max_seen.view(1).copy_(torch.maximum(sampler.max_seen, p.max()).view(1))
+        value = torch.where(storage.can_start(t, b), sampler._power(p), 0.0)
+        sampler.priorities[t * storage.num_envs + b] = value
+
+    def _record(self):
+        """The objective's draws (kinds, sizes) for one update, found by running it
+        uncompiled on a copy of the learner's generator (as CompiledUpdate._record),
+        on a batch drawn from zero uniforms (the replay stream is not touched)."""
+        saved = self._uniforms.clone()
+        self._uniforms.zero_()
+        t, b, weights = self._sample()
+        self.sampler.misses.zero_()
+        self._uniforms.copy_(saved)
+        batch = self.storage.gather(t, b)._replace(weights=weights, indices=None)
+        generator = self.learner.generator
+        copy = torch.Generator(generator.device)
+        copy.set_state(generator.get_state())
+        recorder = draws.Recorder(copy)
+        self._inner._step(self._inner._params, batch, recorder)
+        self._draws = recorder.draws
+        self._tape = [torch.empty(size, device=self.storage.device) for _, size in self._draws]
+        if self.storage.device.type == "cuda":
+            for buffer in self._tape:
+                torch._dynamo.mark_static_address(buffer)
+
+
+def _storage_tensors(storage):
+    """The device storage's arrays a draw reads."""
+    return [storage._flat_frames, storage.actions, storage.rewards, storage.flags,
+            storage._offsets]  # fmt: skip

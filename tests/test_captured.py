@@ -1,0 +1,216 @@
+"""`--capture` (qzoo/captured.py): the whole update (draw, stacks, loss, gradient,
+optimizer step, priorities, statistics) as one compiled function.
+
+On a CPU it compiles to C++ (no CUDA graphs); the function is the same one a GPU
+captures, so the checks here are: compiled equals the same function run eagerly (the
+same indices, parameters, priorities and statistics to float tolerance, the same
+random streams), nothing in it copies to the host, its draws are uniform (or by
+priority) over exactly the valid slots, and a run with it resumes exactly.
+"""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from test_device_replay import filled, rows, window_slots
+from test_device_sync import no_host_sync
+
+from qzoo import checkpoint
+from qzoo.captured import CapturedUpdate
+from qzoo.cli import main
+from qzoo.config import build_config
+from qzoo.learner import Learner
+from qzoo.loop import Trainer
+from qzoo.replay import Replay
+from qzoo.replay.device import DevicePrioritizedSampler, DeviceUniformSampler
+
+SMALL = {"env": "CartPole-v1", "iterations": "2", "train_frames": "300", "eval_frames": "20",
+         "replay_capacity": "1000", "min_replay_capacity_fraction": "0.1", "mlp_hidden": "16",
+         "replay_device": "cpu", "capture": "true", "threads": "1", "num_quantiles": "8",
+         "tau_samples_policy": "4", "tau_samples_s_tm1": "5", "tau_samples_s_t": "6",
+         "num_atoms": "11"}  # fmt: skip
+
+
+def _pair(agent, extra):
+    """A trainer whose captured update is compiled and one in the same state running
+    the same function eagerly, replay filled."""
+    compiled = Trainer(build_config(agent, {**SMALL, **extra}))
+    compiled.train_phase(500)  # 100 to fill, then updates (the first one compiles)
+    eager = Trainer(build_config(agent, {**SMALL, **extra}))
+    eager.load_state_dict(copy.deepcopy(compiled.state_dict()))
+    eager.captured = CapturedUpdate(eager.learner, eager.replay, eager.config.batch_size,
+                                    compile=False)  # fmt: skip
+    return compiled, eager
+
+
+@pytest.mark.parametrize("agent, extra", [
+    ("dqn", {}), ("prioritized", {}), ("rainbow", {}), ("iqn", {}),
+    ("dqn", {"n_steps": "3", "double_q": "true", "prioritized": "true"}),
+])  # fmt: skip
+def test_compiled_equals_the_same_update_run_eagerly(agent, extra):
+    compiled, eager = _pair(agent, extra)
+    for trainer in (compiled, eager):
+        trainer.learner.pop_statistics()
+    for _ in range(4):
+        for trainer in (compiled, eager):
+            trainer.learn_once()
+        for stream in ("replay", "learner"):  # the same numbers drawn from both streams
+            a, b = (getattr(t.streams, stream).torch.get_state() for t in (compiled, eager))
+            assert torch.equal(a, b), stream
+        for a, b in zip(compiled.learner.online.parameters(), eager.learner.online.parameters()):
+            # One Adam step moves a weight by about lr: last-bit differences move it alike.
+            torch.testing.assert_close(a, b, rtol=0, atol=2 * compiled.config.learning_rate)
+    if compiled.config.prioritized:  # the same slots were drawn and written
+        a, b = compiled.replay.sampler, eager.replay.sampler
+        assert torch.equal(a.priorities > 0, b.priorities > 0)
+        torch.testing.assert_close(a.priorities, b.priorities, rtol=1e-4, atol=1e-7)
+        assert a.max_seen_priority == pytest.approx(b.max_seen_priority, rel=1e-4)
+    s_compiled, s_eager = compiled.learner.pop_statistics(), eager.learner.pop_statistics()
+    assert s_compiled["num_updates"] == s_eager["num_updates"] == 4
+    assert s_compiled["loss"] == pytest.approx(s_eager["loss"], rel=1e-4)
+    assert s_compiled["mean_q"] == pytest.approx(s_eager["mean_q"], rel=1e-4, abs=1e-6)
+    assert compiled.transitions_sampled == eager.transitions_sampled
+
+
+@pytest.mark.parametrize("agent, extra", [
+    ("dqn", {}), ("dqn", {"n_steps": "3", "double_q": "true", "prioritized": "true"}),
+    ("iqn", {"prioritized": "true"}),
+])  # fmt: skip
+def test_nothing_in_the_update_copies_to_the_host(agent, extra):
+    """Run eagerly, every tensor operation of the update (and the call around it, the
+    same code compiled) runs in Python, so a host copy anywhere would raise here. (The
+    compiled CPU graph itself reads 0-dim CPU tensors as numbers, by design of the
+    CPU backend: on a GPU those tensors live on the device.)"""
+    _, eager = _pair(agent, extra)
+    with no_host_sync():
+        for _ in range(3):
+            eager.learn_once()
+    eager.replay.sampler.check()  # no position went without a valid transition
+
+
+def _captured_over(storage, prioritized, options=None):
+    """A captured update (eager) over `storage`, for its draws alone."""
+    config = build_config("dqn", {"env": "CartPole-v1", "mlp_hidden": "8", "threads": "1"})
+    learner = Learner(config, _Info(), (storage.stack, 2), "cpu", torch.Generator())
+    generator = torch.Generator().manual_seed(4)
+    sampler = (DevicePrioritizedSampler(storage, generator, **options) if prioritized
+               else DeviceUniformSampler(storage, generator))  # fmt: skip
+    captured = CapturedUpdate(learner, Replay(storage, sampler), 64, compile=False)
+    return captured, sampler
+
+
+class _Info:
+    num_actions, frame_shape, frame_dtype, name, domain, game = 6, (2,), np.uint8, "t", "gym", None
+
+
+def _draw(captured):
+    """One draw of the captured function, its window written as `update` writes it."""
+    storage = captured.storage
+    low, high = storage.window()
+    captured._window.copy_(torch.tensor([storage.oldest(), low, high, storage.size]))
+    torch.rand(captured._uniforms.shape, generator=captured.sampler.generator,
+               dtype=torch.float64, out=captured._uniforms)  # fmt: skip
+    return captured._sample()
+
+
+def test_uniform_draws_are_valid_reach_every_valid_slot_and_are_even():
+    host, device = filled()  # a wrapped ring of 2 columns: episodes of every kind
+    t, b = window_slots(host)
+    valid = host.valid(t, b)
+    slots = set(zip(t[valid].tolist(), b[valid].tolist()))
+    captured, sampler = _captured_over(device, prioritized=False)
+    counts = {}
+    for _ in range(300):
+        dt, db, weights = _draw(captured)
+        assert weights is None
+        for slot in zip(dt.tolist(), db.tolist()):
+            counts[slot] = counts.get(slot, 0) + 1
+    assert set(counts) == slots  # only valid slots, and every one of them
+    expected = 300 * 64 / len(slots)  # ~530 each: 5 standard deviations is +-115
+    assert all(abs(c - expected) < 0.25 * expected for c in counts.values()), counts
+    sampler.check()
+
+
+def test_prioritized_draws_follow_priority_and_weights_are_the_samplers():
+    """Written priorities 0, 0.5, 1 and 3 (alpha 0.6, u = 0): a zero is never drawn,
+    3 against 0.5 comes (3 / 0.5)^0.6 = 2.93 times as often, and the importance weights
+    equal DevicePrioritizedSampler's formula for the drawn slots."""
+    host, device = filled()
+    options = {"priority_exponent": 0.6, "uniform_sample_probability": 0.0}
+    captured, sampler = _captured_over(device, prioritized=True, options=options)
+    for t in range(device.rows):
+        sampler.added(t)
+    t, b = window_slots(host)
+    valid = host.valid(t, b)
+    t, b = t[valid], b[valid]
+    priorities = np.random.default_rng(2).choice([0.0, 0.5, 1.0, 3.0], len(t))
+    sampler.update((torch.from_numpy(t), torch.from_numpy(b)), priorities)
+    captured.set_beta(0.5)
+    sampler.importance_sampling_exponent = 0.5
+    counts = np.zeros((device.num_rows, 2))
+    for _ in range(200):
+        dt, db, weights = _draw(captured)
+        expected = (1.0 / device.size / sampler.probabilities(dt, db)).pow(0.5)
+        torch.testing.assert_close(weights, (expected / expected.max()).float())
+        np.add.at(counts, (dt.numpy(), db.numpy()), 1)
+    drawn = counts[t, b]
+    assert drawn.sum() == counts.sum() == 200 * 64  # only the valid slots written
+    assert np.all(drawn[priorities == 0] == 0) and np.all(drawn[priorities > 0] > 0)
+    ratio = drawn[priorities == 3].mean() / drawn[priorities == 0.5].mean()
+    assert 2.5 < ratio < 3.4, ratio
+
+
+@pytest.mark.parametrize("agent", ["dqn", "prioritized"])
+def test_a_captured_run_resumes_exactly(tmp_path, agent):
+    """Saved after iteration 1 and resumed in a new trainer: iteration 2 as without the
+    stop (both streams are in the checkpoint; the graph holds no state of its own)."""
+    expected = rows(Trainer(build_config(agent, SMALL)), 3)
+    first = Trainer(build_config(agent, SMALL))
+    got = rows(first, 2)
+    path = tmp_path / "latest.safetensors"
+    checkpoint.save(path, first.state_dict())
+    second = Trainer(build_config(agent, SMALL))
+    second.load_state_dict(checkpoint.load(path))
+    got += rows(second, 1)
+    assert got == expected and float(got[2]["train_num_updates"]) > 0
+
+
+@pytest.mark.parametrize("options, blamed", [
+    ([], "--capture: bad value true; expected false with --replay-device host"),
+    (["--replay-device", "cpu", "--compile"],
+     "--capture: bad value true; expected false with --compile (--capture compiles"),
+    (["--replay-device", "cpu", "--recurrent"],
+     "--replay-device: bad value cpu; expected host with --recurrent"),
+])  # fmt: skip
+def test_what_it_does_not_take_is_refused_in_one_line(options, blamed, tmp_path, monkeypatch,
+                                                      capsys):  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    argv = ["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(tmp_path / "run"),
+            "--capture", *options]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("qzoo: error: " + blamed), err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("agent", ["dqn", "rainbow"])
+def test_on_a_gpu_the_update_is_one_cuda_graph_and_equals_the_eager_one(agent):
+    """On a GPU: the captured update (CUDA graphs) equals the same function run eagerly
+    on the GPU, and the graphs were not skipped (inductor counts a skip per reason)."""
+    from torch._dynamo.utils import counters
+
+    extra = {"device": "cuda", "replay_device": "cuda"}
+    compiled = Trainer(build_config(agent, {**SMALL, **extra}))
+    compiled.train_phase(500)
+    eager = Trainer(build_config(agent, {**SMALL, **extra}))
+    eager.load_state_dict(copy.deepcopy(compiled.state_dict()))
+    eager.captured = CapturedUpdate(eager.learner, eager.replay, eager.config.batch_size,
+                                    compile=False)  # fmt: skip
+    for _ in range(4):
+        compiled.learn_once()
+        eager.learn_once()
+    for a, b in zip(compiled.learner.online.parameters(), eager.learner.online.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=2 * compiled.config.learning_rate)
+    assert not counters["inductor"].get("cudagraph_skips"), dict(counters["inductor"])

@@ -1,0 +1,85 @@
+"""Acting beside a learner on the device (`--acting async` with `--device cuda`, and
+`--capture` under every driver that samples through the trainer).
+
+On a GPU the async actor acts on a CUDA stream of its own, rows reach a device replay
+on the learner's stream and weights are staged behind events (acting/asynchronous.py),
+so neither waits for the other's queued work. The CPU tests check the same drivers
+with the captured update on CPU tensors; the GPU ones run where there is a GPU (the
+prepared GPU script, benchmarks/gpu_check.py, runs them there).
+"""
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+from test_acting import cartpole
+
+from qzoo.loop import Trainer
+
+CAPTURED = {"replay_device": "cpu", "capture": True, "mlp_hidden": 16}
+
+
+@pytest.mark.parametrize("acting", ["serial", "async"])
+def test_captured_updates_under_serial_and_async_acting(acting):
+    """The captured update samples and learns under the async driver's lock too: the
+    replay ratio is held (updates counted) and every stored transition stays valid."""
+    config = cartpole(acting=acting, train_frames=1200, threads=1, **CAPTURED)
+    trainer = Trainer(config)
+    rows = [trainer.run_iteration() for _ in range(2)]
+    expected = trainer.updates.updates_per_frame * (1200 - config.min_replay_size)
+    assert rows[1]["train_num_updates"] >= 0.9 * expected, rows[1]
+    assert trainer.replay.storage.device.type == "cpu"
+    assert_cartpole_transitions(trainer.replay)
+
+
+def assert_cartpole_transitions(replay, n=256):
+    """Each sampled (s_tm1, a_tm1, s_t) of a device replay is one step of CartPole."""
+    env = gymnasium.make("CartPole-v1").unwrapped
+    env.reset(seed=0)
+    batch = replay.sample(n)
+    arrays = [np.asarray(x.cpu(), np.float64) for x in (batch.s_tm1, batch.a_tm1, batch.s_t)]
+    for s_tm1, a_tm1, s_t in zip(*arrays, strict=True):
+        env.state, env.steps_beyond_terminated = s_tm1, None
+        np.testing.assert_allclose(s_t, env.step(int(a_tm1))[0], rtol=1e-5, atol=1e-5)
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@needs_cuda
+@pytest.mark.parametrize("options", [
+    {}, {"replay_device": "cuda"}, {"replay_device": "cuda", "capture": True},
+    {"replay_device": "cuda", "compile": True},
+])  # fmt: skip
+def test_gpu_async_actor_on_its_own_stream_trains(options):
+    """An async run on the GPU: the actor's stream is not the learner's, the phase
+    holds the ratio, losses are finite, and every stored transition is valid."""
+    config = cartpole(acting="async", train_frames=1600, device="cuda", threads=1,
+                      publish_period=4, **options)  # fmt: skip
+    trainer = Trainer(config)
+    assert trainer.driver._actor_stream != torch.cuda.default_stream()
+    rows = [trainer.run_iteration() for _ in range(2)]
+    assert rows[1]["train_num_updates"] > 0 and torch.isfinite(torch.tensor(rows[1]["train_loss"]))
+    gate = trainer.driver.gate
+    assert (
+        int(gate.target()) <= gate.consumed <= gate.target() * (1 + config.replay_ratio_tolerance)
+    )
+    assert_cartpole_transitions(trainer.replay)
+
+
+@needs_cuda
+def test_gpu_actor_takes_the_staged_weights_after_the_learners_step():
+    """The staged copy is ordered after the learner's queued step and read back on the
+    actor's stream: the actor's network equals the learner's after a publish."""
+    config = cartpole(acting="async", device="cuda", threads=1, publish_period=1,
+                      replay_device="cuda", capture=True)  # fmt: skip
+    trainer = Trainer(config)
+    trainer.train_phase(config.min_replay_size * config.action_repeats + 200)
+    policy = trainer.driver.actor_policy
+    trainer.driver.publish()
+    with torch.cuda.stream(trainer.driver._actor_stream):
+        policy(torch.zeros((1, *trainer.obs_shape)).numpy(), [0.0], torch.Generator("cuda"))
+        torch.cuda.current_stream().synchronize()
+    for a, b in zip(trainer.learner.online.state_dict().values(),
+                    policy.network.state_dict().values()):  # fmt: skip
+        assert torch.equal(a, b)
