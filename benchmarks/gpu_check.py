@@ -77,19 +77,14 @@ def section_env(args):
 
 
 # The CUDA tests: each compiles (seconds apiece), so the agents that cover each path.
-CUDA_TESTS = [
-    "tests/test_captured.py",
-    "tests/test_gpu_acting.py",
-    "tests/test_compiled.py",
-    "-k",
-    "on_a_gpu or gpu_async or gpu_actor or (cuda_steps and (dqn or rainbow))",
-]
+CUDA_TESTS = ["tests/test_captured.py", "tests/test_gpu_acting.py", "tests/test_compiled.py"]
+CUDA_SELECTED = "on_a_gpu or gpu_async or gpu_actor or (cuda_steps and (dqn or rainbow))"
 
 
 def section_tests(args):
     """The CUDA tests, their report written as they run (a deadline keeps what ran)."""
     command = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-rfE",
-               "--tb=short", *CUDA_TESTS]  # fmt: skip
+               "--tb=short", *CUDA_TESTS, "-k", args.tests or CUDA_SELECTED]  # fmt: skip
     started = time.perf_counter()
     path = os.path.join(args.out, "cuda_tests.log")
     with open(path, "w") as report:
@@ -107,7 +102,7 @@ def settings(args):
         return {"env": "pong", "counts": (4,), "capacity": 4096, "warmup": 256,
                 "seconds": 1.0, "device": "cpu"}  # fmt: skip
     return {"env": "pong", "counts": (1, 8, 32, 64, 128), "capacity": 2**17, "warmup": 2048,
-            "seconds": 4.0, "device": "cuda"}  # fmt: skip
+            "seconds": 10.0, "device": "cuda"}  # fmt: skip
 
 
 def trainer_for(agent, num_envs, options, s):
@@ -144,14 +139,15 @@ def measure(args, agent, num_envs, mode, options, s):
     started = time.perf_counter()
     trainer.train_phase(config.min_replay_size * config.action_repeats + 64 * config.learn_period)
     first = time.perf_counter() - started
-    probe = trainer.train_phase(
-        max(num_envs * config.action_repeats * 16, 32 * config.learn_period)
-    )
-    frames = int(probe["frame_rate"] * s["seconds"]) // (num_envs * 4) * (num_envs * 4)
+    # Sized from a guess (a probe phase would make the environments a third time).
+    guess = ESTIMATES.get(mode.replace("_async", ""), 2_000) * min(1.0, (num_envs / 128) ** 0.6)
+    guess *= 0.45 if agent in ("rainbow", "iqn") else 1.0
+    frames = int(guess * s["seconds"]) // (num_envs * 4) * (num_envs * 4)
     trainer.learner.pop_statistics()
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
+    parts = time_parts(trainer) if config.acting == "serial" else {}
     stats = trainer.train_phase(max(frames, num_envs * 4 * 8))
     if cuda:
         torch.cuda.synchronize()
@@ -160,18 +156,70 @@ def measure(args, agent, num_envs, mode, options, s):
                  "device": s["device"], "first_phase_seconds": round(first, 2),
                  "updates_per_second": updates / stats["duration"],
                  "agent_steps_per_second": stats["steps_per_second"],
-                 "seconds": stats["duration"]}  # fmt: skip
+                 "seconds": stats["duration"],
+                 **{f"{k}_fraction": v / stats["duration"] for k, v in parts.items()}}  # fmt: skip
     if cuda:
         described["gpu_peak_bytes"] = torch.cuda.max_memory_allocated()
         from torch._dynamo.utils import counters
 
         described["cudagraph_skips"] = sum(counters["inductor"].get(k, 0)
                                            for k in ("cudagraph_skips",))  # fmt: skip
+    if parts:  # the rate once the games run, without the phase's first reset
+        frames = stats["frame_rate"] * stats["duration"]
+        described["steady_frames_per_second"] = frames / (stats["duration"] - parts["env_reset"])
     emit(args.out, "train_frames_per_second", stats["frame_rate"], "frames/s", **described)
     del trainer
     if cuda:
         torch.cuda.empty_cache()
     return stats["frame_rate"]
+
+
+# Frames/s at 128 environments, to size a timed phase (the first GPU runs' figures).
+ESTIMATES = {"captured": 12_000, "compiled": 6_600, "eager": 2_500}
+
+
+def time_parts(trainer):
+    """Seconds of the serial loop's parts, filled in as it runs: the learner's updates
+    (host time: queueing them, and any wait for the GPU), the policy's forward pass (its
+    copy of the actions to the host waits for the GPU's queued work) and the games'
+    steps and the phase's first reset of all of them (ale-py; a reset reloads each
+    game, about a second for 128 of them: part of a phase, but not of the steady rate)."""
+    parts = {"learn": 0.0, "policy": 0.0, "env_step": 0.0, "env_reset": 0.0}
+
+    def timed(name, function):
+        def call(*a, **k):
+            begin = time.perf_counter()
+            try:
+                return function(*a, **k)
+            finally:
+                parts[name] += time.perf_counter() - begin
+
+        return call
+
+    trainer._learn = timed("learn", trainer._learn)
+    actor = trainer.actor
+    actor.policy = _TimedPolicy(actor.policy, timed)
+    make_env = actor.make_env
+
+    def make(*a, **k):
+        env = make_env(*a, **k)
+        env.step = timed("env_step", env.step)
+        env.reset = timed("env_reset", env.reset)
+        return env
+
+    actor.make_env = make
+    return parts
+
+
+class _TimedPolicy:
+    def __init__(self, policy, timed):
+        self._policy, self._call = policy, timed("policy", policy.__call__)
+
+    def __call__(self, *a, **k):
+        return self._call(*a, **k)
+
+    def __getattr__(self, name):
+        return getattr(self._policy, name)
 
 
 def speed_plan(counts):
@@ -309,8 +357,22 @@ def section_pong(args):
 def run_section(args, name, seconds):
     """Runs one section in a child process; at its deadline the child gets Ctrl-C
     (a training run then stops cleanly), and is killed a little later."""
-    command = [sys.executable, __file__, "--child", name, "--out", args.out, "--work", args.work,
-               "--seconds-left", str(seconds), "--done", args.done]  # fmt: skip
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        name,
+        "--out",
+        args.out,
+        "--work",
+        args.work,
+        "--seconds-left",
+        str(seconds),
+        "--done",
+        args.done,
+        "--tests",
+        args.tests,
+    ]
     command += ["--tiny"] if args.tiny else []
     started = time.time()
     log(args.out, f"{name}: start ({seconds:.0f} s at most)")
@@ -358,6 +420,11 @@ def main():
         "--done",
         default="",
         help="a gpu_check.jsonl of an earlier run: settings measured there are not measured again",
+    )
+    parser.add_argument(
+        "--tests",
+        default="",
+        help="pytest -k expression over the CUDA tests (default: all of them)",
     )
     parser.add_argument("--child", default="")
     parser.add_argument("--seconds-left", type=float, default=0)

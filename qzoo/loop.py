@@ -130,10 +130,12 @@ class Trainer:
             stream = self.streams.replay
             self.replay = make_replay(config, self.info, stream.numpy, stream.torch)
         self.replay_log = self._replay_log() if config.log_replay else None
-        # Compressed uniform replay: each next batch of a step's updates is drawn (and
-        # decoded) while the learner updates on the one before, exactly (ahead.py).
+        # Uniform host replay, compressed or feeding a GPU: each next batch of a step's
+        # updates is drawn (and decoded) while the learner updates on the one before,
+        # exactly (ahead.py).
         self._ahead = None
-        if config.replay_compression != "none" and not config.prioritized and not config.offline:
+        host = config.replay_device == "host" and not config.prioritized and not config.offline
+        if host and (config.replay_compression != "none" or self.learner.device.type == "cuda"):
             from qzoo.replay.ahead import SampleAhead
 
             self._ahead = SampleAhead()

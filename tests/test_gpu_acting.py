@@ -37,7 +37,8 @@ def assert_cartpole_transitions(replay, n=256):
     env = gymnasium.make("CartPole-v1").unwrapped
     env.reset(seed=0)
     batch = replay.sample(n)
-    arrays = [np.asarray(x.cpu(), np.float64) for x in (batch.s_tm1, batch.a_tm1, batch.s_t)]
+    arrays = [torch.as_tensor(x).cpu().double().numpy() for x in (batch.s_tm1, batch.a_tm1,
+                                                                   batch.s_t)]  # fmt: skip
     for s_tm1, a_tm1, s_t in zip(*arrays, strict=True):
         env.state, env.steps_beyond_terminated = s_tm1, None
         np.testing.assert_allclose(s_t, env.step(int(a_tm1))[0], rtol=1e-5, atol=1e-5)

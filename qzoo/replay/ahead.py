@@ -1,5 +1,6 @@
 """The next batch sampled while the learner updates on this one, within the updates due
-after one acting step (compressed replay: decoding overlaps the update).
+after one acting step: decoding compressed frames, or gathering a GPU learner's batch
+on the host, overlaps the update.
 
 With many environments several updates fall due after each acting step (32 with 128
 environments at DQN Zoo's replay ratio), and nothing is stored between them. For

@@ -220,7 +220,9 @@ class DeviceFrameStorage(FrameStorage):
             # In blocks of rows, so that a memory-mapped source is read piece by piece.
             for begin in range(0, n, 4096):
                 end = min(n, begin + 4096)
-                block = torch.as_tensor(np.ascontiguousarray(source[begin:end]))
+                block = source[begin:end]  # a tensor (a live state), or an array
+                if not isinstance(block, torch.Tensor):
+                    block = torch.as_tensor(np.ascontiguousarray(block))
                 target[begin:end].copy_(block)
         self.cursor, self.rows, self.num_adds = int(state["cursor"]), n, int(state["num_adds"])
 

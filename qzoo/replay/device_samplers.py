@@ -195,5 +195,8 @@ class DevicePrioritizedSampler(DeviceUniformSampler):
         return {"priorities": priorities, "max_seen_priority": self.max_seen_priority}
 
     def load_state_dict(self, state):
-        self.priorities.copy_(torch.as_tensor(np.asarray(state["priorities"])))
+        priorities = state["priorities"]  # a tensor (a live state), or an array
+        if not isinstance(priorities, torch.Tensor):
+            priorities = torch.as_tensor(np.asarray(priorities))
+        self.priorities.copy_(priorities)
         self.max_seen.fill_(float(state["max_seen_priority"]))
