@@ -17,7 +17,7 @@ import time
 import numpy as np
 import torch
 
-from qzoo import envs
+from qzoo import draws, envs
 from qzoo.acting.epsilon import decorrelate
 from qzoo.explore import epsilon_greedy
 from qzoo.heads import mix_heads, random_convex_combination
@@ -36,7 +36,7 @@ class Policy:
     Q-values (networks.HostMlp).
     """
 
-    def __init__(self, network, tau_samples, deep_exploration=None):
+    def __init__(self, network, tau_samples, deep_exploration=None, noise=True):
         """`tau_samples`: IQN's K, the taus averaged to choose an action (ignored by
         other networks). `deep_exploration`: None, or "identity" / "stochastic" for a
         multi-head network acting in each episode on one random head / one random
@@ -47,6 +47,7 @@ class Policy:
         # IQN acts on the mean over K sampled taus (DQN Zoo's tau_samples_policy).
         self.tau_samples = tau_samples if network.kind == "implicit_quantile" else None
         self.deep_exploration = deep_exploration
+        self.noise = noise  # False: noisy layers act on their mean weights
         self._episode_weights = None  # [N, K]: each environment's head mixture
         # A CPU policy over a plain MLP computes its Q-values in NumPy (networks.py).
         self._host = None
@@ -80,7 +81,7 @@ class Policy:
         taus = None
         if self.tau_samples is not None:
             taus = torch.rand(len(obs), self.tau_samples, device=self.device, generator=generator)
-        out = self.network(obs, taus, generator=generator)
+        out = self.network(obs, taus, generator=generator if self.noise else draws.MEAN)
         if self.deep_exploration is None:
             q = out.q_values.float()
         else:
@@ -119,11 +120,13 @@ class Policy:
 
 
 class EpisodeStats:
-    """Raw (unclipped) returns of the episodes completed in one phase."""
+    """Raw (unclipped) returns of the episodes completed in one phase; with `once`, only
+    each environment's first (an evaluation of one episode per environment)."""
 
-    def __init__(self, num_envs):
+    def __init__(self, num_envs, once=False):
         self.current = np.zeros(num_envs)
         self.completed = []
+        self.finished = np.zeros(num_envs, bool) if once else None
 
     def step(self, step):
         # Most steps neither start nor end an episode: one add then (this runs every
@@ -134,7 +137,15 @@ class EpisodeStats:
         else:
             self.current += step.reward
         if step.last.any():
-            self.completed.extend(self.current[step.last].tolist())
+            last = step.last
+            if self.finished is not None:
+                last = last & ~self.finished
+                self.finished |= step.last
+            self.completed.extend(self.current[last].tolist())
+
+    def all_finished(self):
+        """With `once`: whether every environment has finished its episode."""
+        return bool(self.finished.all())
 
     def mean_return(self):
         """Mean over completed episodes, else the partial return (DQN Zoo)."""
@@ -169,12 +180,15 @@ class Actor:
     `stop`. An episode still running when a phase stops is abandoned.
     """
 
-    def __init__(self, config, info, policy, stream, epsilon, eval_mode=False, make_env=None):
+    def __init__(self, config, info, policy, stream, epsilon, eval_mode=False, make_env=None,
+                 episodes=0):  # fmt: skip
         """`make_env(config, num_envs, seed, eval_mode)`: the vector environment
-        (envs.make; qzoo/acting/workers.py steps it in processes)."""
+        (envs.make; qzoo/acting/workers.py steps it in processes). `episodes` > 0: a
+        phase plays that many environments, one episode each (`run_episodes`)."""
         self.config, self.info, self.policy, self.stream = config, info, policy, stream
         self.epsilon, self.eval_mode = epsilon, eval_mode
-        self.num_envs = config.num_envs
+        self.num_envs = episodes or config.num_envs
+        self.once = episodes > 0
         self.make_env = make_env or envs.make
         self._env = None
 
@@ -183,7 +197,7 @@ class Actor:
         self._env = self.make_env(config, n, config.seed, eval_mode=self.eval_mode)
         self._stacker = FrameStacker(n, self.info.frame_shape, self.info.frame_dtype,
                                      config.frame_stack)  # fmt: skip
-        self.episodes, self.state_value = EpisodeStats(n), UnbiasedEwma()
+        self.episodes, self.state_value = EpisodeStats(n, self.once), UnbiasedEwma()
         self.frames = self.agent_steps = 0
         self._started = time.perf_counter()
         self._step = self._env.reset(seed=int(self.stream.numpy.integers(1, 2**31)))

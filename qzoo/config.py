@@ -77,6 +77,9 @@ class Config:
                              "(CleanRL's dqn.py), then one linear layer to the outputs (per "
                              "dueling stream); '' is --mlp-hidden's three", Widths())
     dueling: bool = option(False, "network", "value and advantage streams (Wang et al. 2016)")
+    dueling_shared_hidden: bool = option(False, "network", "the dueling streams share one "
+                                         "hidden layer, their last layers with biases "
+                                         "(Dopamine's Rainbow network)")
     noisy: bool = option(False, "network", "factorised noisy linear layers in the head "
                          "(Fortunato et al. 2018)")
     noisy_weight_init: float = option(0.1, "network", "noisy sigma starts at this / "
@@ -98,6 +101,10 @@ class Config:
     cql_alpha: float = option(0.0, "loss", "CQL's weight on logsumexp_a Q(s, a) - Q(s, a_data) "
                               "(Kumar et al. 2020; 0: off)", NON_NEGATIVE)
     discount: float = option(0.99, "loss", "per-step discount gamma", UNIT)
+    augmentation: str = option("none", "loss", "sampled s_tm1 and s_t augmented before the "
+                               "loss: shift (DrQ's random shift of +-4 pixels) or "
+                               "shift_intensity (then Dopamine DrQ(eps)'s intensity noise)",
+                               Choice("none", "shift", "shift_intensity"))
     n_steps: int = option(1, "loss", "steps of reward before bootstrapping", Int(1, 1000))
     double_q: bool = option(False, "loss", "greedy action at s_t from the online network")
     grad_error_bound: float = option(1.0 / 32, "loss", "TD-error gradient clip of "
@@ -187,6 +194,14 @@ class Config:
     exploration_epsilon_decay_frame_fraction: float = option(0.02, "schedule", "decay length "
                                                              "as a fraction of the run", UNIT)
     eval_exploration_epsilon: float = option(0.05, "schedule", "epsilon when evaluating", UNIT)
+    eval_episodes: int = option(0, "schedule", "evaluate on this many environments at once, "
+                                "one whole episode each, instead of --eval-frames frames (0: "
+                                "by frames; Atari-100k's evaluation: 100)", Int(0, 10_000))
+    eval_period: int = option(1, "schedule", "evaluate every this many iterations (and "
+                              "after the last); others write no evaluation (1: every one, "
+                              "DQN Zoo)", Int(1, 100_000))
+    eval_noise: bool = option(True, "schedule", "noisy layers draw noise when evaluating "
+                              "(DQN Zoo); false: their mean weights (Dopamine)")
     deep_exploration: bool = option(False, "schedule", "with --num-heads > 1, act in each "
                                     "training episode on one random head (identity) or mixture "
                                     "(stochastic) of the heads (batch_rl's online REM)")

@@ -1,7 +1,7 @@
 """Uniform draws from the learner's random stream, or from a tape of them.
 
 Every random number an update draws (noisy layers' noise, IQN's taus, REM's mixing
-weights) comes through `uniform` or `factorised_noise`. A compiled update (`--compile`,
+weights, augmentation's shifts) comes through `uniform` or `factorised_noise`. A compiled update (`--compile`,
 compiled.py) cannot take a `torch.Generator` into its graph, so it records one
 update's draws, kind and size (`Recorder`), then before each update makes exactly those
 draws from the generator, outside the graph and in the same order, and hands them in
@@ -29,7 +29,11 @@ def _noise(size, generator, device):
     return x.sign() * x.abs().sqrt()
 
 
-_KINDS = {"uniform": _uniform, "noise": _noise}
+def _normal(size, generator, device):
+    return torch.randn(size, device=device, generator=generator)
+
+
+_KINDS = {"uniform": _uniform, "noise": _noise, "normal": _normal}
 
 
 class Tape:
@@ -55,7 +59,17 @@ class Recorder:
         return _KINDS[kind](size, self.generator, device)
 
 
+class _Mean:
+    """A generator's stand-in whose factorised noise is zero: noisy layers then compute
+    with their mean weights (Dopamine evaluates noisy networks so)."""
+
+
+MEAN = _Mean()
+
+
 def _take(kind, size, generator, device):
+    if generator is MEAN and kind == "noise":
+        return torch.zeros(size, device=device)
     if isinstance(generator, (Tape, Recorder)):
         return generator.take(kind, size, device)
     return _KINDS[kind](size, generator, device)
@@ -65,6 +79,11 @@ def uniform(size, generator, device):
     """U[0, 1) of shape `size` (a tuple) from `generator` (a torch.Generator or None:
     torch.rand's), a `Tape` or a `Recorder`."""
     return _take("uniform", size, generator, device)
+
+
+def normal(size, generator, device):
+    """N(0, 1) of shape `size`, as `uniform` draws U[0, 1)."""
+    return _take("normal", size, generator, device)
 
 
 def factorised_noise(size, generator, device):

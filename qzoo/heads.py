@@ -88,10 +88,12 @@ class Head(nn.Module):
     arXiv:1511.06581): Q = V + A - mean_a A, per atom or quantile; `hidden` 0: no
     hidden layer, each stream one Linear (--mlp-layers). With
     `noisy_weight_init` > 0 every layer is a NoisyLinear; as in DQN Zoo's Rainbow the
-    dueling streams' last noisy layers then have no mu bias."""
+    dueling streams' last noisy layers then have no mu bias. `shared_hidden`: the
+    dueling streams share one hidden layer and their last layers keep their biases
+    (Dopamine's FullRainbowNetwork)."""
 
     def __init__(self, in_features, hidden, num_actions, width=1, dueling=False,
-                 noisy_weight_init=0.0, shared_bias=False):  # fmt: skip
+                 noisy_weight_init=0.0, shared_bias=False, shared_hidden=False):  # fmt: skip
         super().__init__()
         self.num_actions, self.width, self.dueling = num_actions, width, dueling
 
@@ -108,7 +110,11 @@ class Head(nn.Module):
 
         # Layers are made in the order they always were: noisy layers draw their
         # initial weights from PyTorch's global stream as they are made.
-        if dueling:
+        if dueling and shared_hidden and hidden:  # Dopamine's: one hidden layer, biases
+            self.hidden = nn.Sequential(*hidden_layer())
+            self.advantage = nn.Sequential(linear(fan_in, num_actions * width))
+            self.value = nn.Sequential(linear(fan_in, width))
+        elif dueling:
             self.advantage = nn.Sequential(
                 *hidden_layer(), linear(fan_in, num_actions * width, last_bias)
             )
@@ -124,6 +130,8 @@ class Head(nn.Module):
         """[B, F] -> [B, A, K]; noisy layers draw their noise from `generator`."""
         if not self.dueling:
             return _sequential(self.net, x, generator).view(-1, self.num_actions, self.width)
+        if hasattr(self, "hidden"):  # the streams' shared hidden layer
+            x = _sequential(self.hidden, x, generator)
         advantage = _sequential(self.advantage, x, generator).view(-1, self.num_actions, self.width)
         value = _sequential(self.value, x, generator).view(-1, 1, self.width)
         return value + advantage - advantage.mean(dim=1, keepdim=True)

@@ -14,6 +14,7 @@ import threading
 import numpy as np
 import torch
 
+from qzoo.augmentation import Augmented
 from qzoo.networks import make_network
 from qzoo.objectives import make_objective
 from qzoo.optim import clip_by_global_norm_, make_optimizer
@@ -39,6 +40,8 @@ class Learner:
         self._parameters = list(self.online.parameters())
         self.optimizer = make_optimizer(config, self._parameters)
         self.objective = make_objective(config)
+        if config.augmentation != "none":  # DrQ: batches shifted before the objective
+            self.objective = Augmented(self.objective, config.augmentation)
         self.generator = generator
         self._stats = torch.zeros(3, device=self.device)  # loss sum, q sum, updates
         # Held around the eager update's optimizer step, so that a thread copying the

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from qzoo import allocator, envs, recurrent_policy
-from qzoo.acting.drivers import make_driver, run_phase
+from qzoo.acting.drivers import make_driver, run_episodes, run_phase
 from qzoo.acting.epsilon import training_epsilon
 from qzoo.acting.ratio import UpdateSchedule, updates_per_frame
 from qzoo.actors import EpisodeStats, Policy
@@ -153,7 +153,8 @@ class Trainer:
         # In-process actors act with the learner's online network, by reference.
         deep = config.head_mixing if config.deep_exploration else None
         policy = Policy(self.learner.online, config.tau_samples_policy, deep)
-        evaluation = Policy(self.learner.online, config.tau_samples_policy)  # heads' mean
+        evaluation = Policy(self.learner.online, config.tau_samples_policy,  # heads' mean
+                            noise=config.eval_noise)  # fmt: skip
         if config.recurrent:  # R2D1 hook: each actor carries its own recurrent state
             policy, evaluation = recurrent_policy.pair(self.learner.online, config.num_envs)
         self.train_epsilon = training_epsilon(config, self.epsilon)  # [N] or a scalar
@@ -252,7 +253,10 @@ class Trainer:
                 "duration": duration}  # fmt: skip
 
     def eval_phase(self, num_frames, progress=None):
-        """Acts for `num_frames` frames with the evaluation epsilon; learns nothing."""
+        """Acts for `num_frames` frames (with --eval-episodes, until that many episodes
+        end, one per environment) with the evaluation epsilon; learns nothing."""
+        if self.config.eval_episodes:
+            return run_episodes(self.evaluator, progress, lambda: self.frame_t)
         return run_phase(self.evaluator, num_frames, progress, lambda: self.frame_t)
 
     def store(self, row, new_frames):
@@ -337,7 +341,10 @@ class Trainer:
                 f"train_mean_q {stats['mean_q']}; the checkpoint of iteration "
                 f"{self.iteration - 1} is kept; try a lower --learning-rate"
             )
-        evaluation = self.eval_phase(config.eval_frames, progress and progress("eval"))
+        if self.iteration % config.eval_period == 0 or self.iteration == config.iterations:
+            evaluation = self.eval_phase(config.eval_frames, progress and progress("eval"))
+        else:  # --eval-period: not this iteration (evaluation never changes training)
+            evaluation = {"episode_return": math.nan, "num_episodes": 0, "frame_rate": math.nan}
         self.wall_time += time.perf_counter() - started
         # An epsilon at frame -1 on iteration 0, as DQN Zoo reports it; none offline.
         epsilon = float(np.mean(self.train_epsilon(self.frame_t if self.iteration > 0 else -1)))

@@ -348,7 +348,7 @@ def make_network(config, info, observation_shape):
     head = Head(
         body.out_features, hidden, info.num_actions, width, dueling=config.dueling,
         noisy_weight_init=config.noisy_weight_init if config.noisy else 0.0,
-        shared_bias=config.shared_bias,
+        shared_bias=config.shared_bias, shared_hidden=config.dueling_shared_hidden,
     )  # fmt: skip
     support = None
     if kind == "categorical":

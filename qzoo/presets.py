@@ -267,6 +267,64 @@ PRESETS["r2d1_long"] = {
     "domains": _R2D1_DOMAINS,
 }  # fmt: skip
 
+# Atari 100k (Kaiser et al. 2020): 100k agent steps (400k frames) per run, the protocol
+# and values of Dopamine's labs/atari_100k configs (DER.gin, DrQ_eps.gin), which produced
+# the DrQ(eps) scores of Agarwal et al. 2021 and rliable's DER runs: no sticky actions, a
+# life loss terminal for learning, 27k-step episodes, one Adam update of 32 per agent step
+# from 1,600 transitions on, 10-step double-Q targets, a dueling Dopamine CNN (one 512
+# hidden layer shared by the streams, Glorot weights), 10 iterations of 10k steps, each
+# evaluated on 100 episodes (100 games at once) at epsilon 0.001. Deviations, in the
+# docs: a life loss zeroes the discount but not the frame stack (Dopamine zeroes it),
+# no-ops are 1-30 raw frames at episode starts as DQN Zoo's (Dopamine's 2021 runner: raw
+# frames too), and the replay holds all 100k transitions (Dopamine's 1M, a proxy for
+# unbounded, likewise never fills).
+_ATARI_100K = {
+    "protocol": "dqn_zoo", "iterations": 10, "train_frames": 40_000,
+    "max_frames_per_episode": 108_000, "replay_capacity": 100_000,
+    "min_replay_capacity_fraction": 0.016, "batch_size": 32, "learn_period": 4,
+    "discount": 0.99, "n_steps": 10, "double_q": True, "dueling": True,
+    "dueling_shared_hidden": True, "optimizer": "adam", "learning_rate": 1e-4,
+    "optimizer_epsilon": 1.5e-4, "max_global_grad_norm": 0.0, "torso": "dopamine_cnn",
+    "init": "glorot", "grad_error_bound": 0.0, "eval_episodes": 100,
+    "eval_exploration_epsilon": 0.001,
+}  # fmt: skip
+# Elsewhere (CartPole, MinAtar) the domain's evaluation by frames, and no image shifts.
+_ATARI_100K_DOMAINS = {"gym": {"eval_episodes": 0, "augmentation": "none"},
+                       "minatar": {"eval_episodes": 0, "augmentation": "none"}}  # fmt: skip
+PRESETS["der"] = {
+    "paper": "van Hasselt, Hessel & Aslanides 2019, When to use parametric models in "
+    "reinforcement learning?, NeurIPS, arXiv:1906.05243 (Data-Efficient Rainbow), as "
+    "Dopamine's labs/atari_100k/configs/DER.gin runs it",
+    # C51 noisy Rainbow; priorities sqrt(loss) with a fixed beta 0.5 and no uniform mix;
+    # the target copied every 2,000 updates (DER.gin since 2021-11; 8,000 before); no
+    # epsilon in training (noisy nets), 0.001 with the noise off in evaluation.
+    "overrides": {
+        **_ATARI_100K, "distribution": "categorical", "num_atoms": 51, "vmax": 10.0,
+        "noisy": True, "noisy_weight_init": 0.1, "prioritized": True,
+        "priority_exponent": 0.5, "importance_sampling_exponent_begin_value": 0.5,
+        "importance_sampling_exponent_end_value": 0.5, "uniform_sample_probability": 0.0,
+        "normalize_weights": True, "target_network_update_period": 8_000,
+        "exploration_epsilon_begin_value": 0.0, "exploration_epsilon_end_value": 0.0,
+        "eval_noise": False,
+    },
+    "domains": _ATARI_100K_DOMAINS,
+}  # fmt: skip
+PRESETS["drq_eps"] = {
+    "paper": "Agarwal, Schwarzer, Castro, Courville & Bellemare 2021, Deep Reinforcement "
+    "Learning at the Edge of the Statistical Precipice, NeurIPS, arXiv:2108.13264 (DrQ(eps): "
+    "DrQ, Kostrikov, Yarats & Fergus 2020, arXiv:2004.13649, with DQN's epsilons), as "
+    "Dopamine's labs/atari_100k/configs/DrQ_eps.gin runs it",
+    # A dueling double DQN (Huber loss, uniform replay) on random-shifted batches with
+    # Dopamine's intensity noise; the target copied after every update; epsilon 1 ->
+    # 0.01 over 5,000 steps from the start of learning.
+    "overrides": {
+        **_ATARI_100K, "augmentation": "shift_intensity", "target_network_update_period": 4,
+        "exploration_epsilon_end_value": 0.01,
+        "exploration_epsilon_decay_frame_fraction": 20_000 / 400_000,
+    },
+    "domains": _ATARI_100K_DOMAINS,
+}  # fmt: skip
+
 # Defaults for environments that are not Atari. Atari runs use Config() as is.
 DOMAIN_DEFAULTS = {
     # Young & Tian 2019 (MinAtar): 5M frames, replay 100k, learning every frame,

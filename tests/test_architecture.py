@@ -85,7 +85,8 @@ def test_objectives_are_chosen_by_the_preset_and_unknown_ones_refused():
                      "offline_dqn": "QLearning", "offline_c51": "CategoricalQLearning",
                      "offline_qrdqn": "QuantileQLearning", "ensemble": "EnsembleQLearning",
                      "rem": "REMQLearning", "r2d1": "R2D1SequenceLearning",
-                     "r2d1_long": "R2D1SequenceLearning"}  # fmt: skip
+                     "r2d1_long": "R2D1SequenceLearning", "der": "CategoricalQLearning",
+                     "drq_eps": "QLearning"}  # fmt: skip
     # One head mixed either way is plain Q-learning.
     one = make_config("rem", "pong", "atari", {"num_heads": 1, "separate_networks": False})
     assert type(make_objective(one)).__name__ == "QLearning"

@@ -27,6 +27,20 @@ import math
 from qzoo.actors import Actor
 
 
+def run_episodes(actor, progress, frame_t):
+    """Steps `actor` (made with `episodes`) until each of its environments has finished
+    one episode (Dopamine's evaluation of N episodes on N environments at once)."""
+    actor.start()
+    try:
+        while not actor.episodes.all_finished():
+            _, new_frames = actor.step(frame_t())
+            if progress is not None:
+                progress(new_frames, actor.episodes)
+    finally:
+        stats = actor.stop()
+    return stats
+
+
 def run_phase(actor, num_frames, progress, frame_t, on_step=None):
     """Steps `actor` until it has advanced `num_frames` frames; `on_step(row, frames)`
     after each step; `frame_t()` the training frame counter the epsilon follows."""
@@ -61,7 +75,7 @@ class SerialDriver:
                                  trainer.train_epsilon, make_env=make_env)  # fmt: skip
         self.evaluator = Actor(config, info, evaluation, streams.evaluation,
                                lambda _: config.eval_exploration_epsilon, eval_mode=True,
-                               make_env=make_env)  # fmt: skip
+                               make_env=make_env, episodes=config.eval_episodes)  # fmt: skip
 
     def train_phase(self, num_frames, progress):
         trainer = self.trainer
