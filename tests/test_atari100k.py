@@ -93,7 +93,7 @@ def test_intensity_noise_scales_each_image_by_at_most_ten_percent():
     out = intensity_noise(frames, torch.Generator().manual_seed(0))
     scale = out[:, 0, 0, 0] / 100
     assert out.dtype == torch.float32
-    assert torch.all((out == out[:, :1, :1, :1]))  # one factor per image
+    assert torch.all(out == out[:, :1, :1, :1])  # one factor per image
     assert scale.min() >= 0.9 - 1e-6 and scale.max() <= 1.1 + 1e-6  # clip(N, -2, 2) x 0.05
     assert abs(float(scale.std()) - 0.05) < 0.006  # nearly N(0, 1) x 0.05 (clipped tails)
 
@@ -139,8 +139,9 @@ def test_augmentation_refused_where_there_are_no_images(tmp_path, capsys):
             str(tmp_path / "run")]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["qzoo: error: --augmentation: bad value shift; expected none for gym "
-                   "environments (it shifts images: Atari or MinAtar frames)"]  # fmt: skip
+    expected = ("qzoo: error: --augmentation: bad value shift; expected none for gym "
+                "environments (it shifts images: Atari or MinAtar frames)")
+    assert err == [expected]
 
 
 def _cartpole(**options):
@@ -198,7 +199,7 @@ def test_evaluation_with_the_noise_off_acts_on_the_mean_weights():
 def test_shared_hidden_dueling_head_has_one_hidden_layer_and_biased_streams():
     head = Head(10, 8, num_actions=3, width=2, dueling=True, shared_hidden=True)
     separate = Head(10, 8, num_actions=3, width=2, dueling=True)
-    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    count = lambda m: sum(p.numel() for p in m.parameters())
     # Shared: 10x8+8, then 8x6+6 and 8x2+2; separate: two hidden layers of 10x8+8.
     assert count(head) == 88 + 54 + 18 and count(separate) == 2 * 88 + 54 + 18
     x = torch.randn(4, 10)
