@@ -139,8 +139,10 @@ def test_augmentation_refused_where_there_are_no_images(tmp_path, capsys):
             str(tmp_path / "run")]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    expected = ("qzoo: error: --augmentation: bad value shift; expected none for gym "
-                "environments (it shifts images: Atari or MinAtar frames)")
+    expected = (
+        "qzoo: error: --augmentation: bad value shift; expected none for gym "
+        "environments (it shifts images: Atari or MinAtar frames)"
+    )
     assert err == [expected]
 
 
