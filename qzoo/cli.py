@@ -42,6 +42,7 @@ TOOLS = {
     "visualize": ("qzoo.tools.visualize", "what the network responds to: saliency, filters"),
     "profile": ("qzoo.tools.profile", "where the time goes: train, act or env"),
     "dataset": ("qzoo.offline.cli", "DQN Replay Dataset: info, convert"),
+    "suite": ("qzoo.tools.suite", "agents x games x seeds as parallel, resumable runs; report"),
 }
 
 
@@ -223,10 +224,11 @@ def train_command(argv):
     if agent is None:
         raise UserError(f"train needs an agent; expected one of {', '.join(config_lib.PRESETS)}")
     config = build_config(agent, options, strict=True)
-    threads.apply(config)
     from qzoo import rundir
 
-    rundir.train(config)
+    run_dir, notes = config.run_dir or config_lib.default_run_dir(config), []
+    threads.apply(config, rundir.saved_threads(run_dir), notes)  # a resume keeps its count
+    rundir.train(config, notes=notes)
 
 
 def agents():
@@ -322,7 +324,9 @@ def main(argv=None):
         elif command in _available_tools():
             import importlib
 
-            importlib.import_module(_available_tools()[command][0]).main(argv[1:])
+            status = importlib.import_module(_available_tools()[command][0]).main(argv[1:])
+            if status:  # a tool's own exit status (qzoo suite: 1 when a run failed)
+                return status
         else:
             commands = {**COMMANDS, **{k: v[1] for k, v in _available_tools().items()}}
             top = Parser(

@@ -3,6 +3,7 @@ mixed or half-written.
 
   <run>/checkpoints/latest.safetensors  everything that changes, and every results row
   <run>/checkpoints/networks/           iteration-<K>.safetensors: the online network only
+  <run>/checkpoints/threads.json        the PyTorch threads of the last start (threads.py)
   <run>/config.json                     the run's config, rewritten from the checkpoint's
   <run>/results.csv                     rebuilt from the checkpoint's rows, never appended to
   <run>/tensorboard/                    optional
@@ -28,7 +29,7 @@ import sys
 
 import torch
 
-from qzoo import checkpoint, envs, folder, logs
+from qzoo import checkpoint, envs, folder, logs, threads
 from qzoo import config as config_lib
 from qzoo.errors import Diverged, UserError, WorkerDied
 from qzoo.lock import RunLock
@@ -38,6 +39,9 @@ CHECKPOINT = os.path.join("checkpoints", "latest.safetensors")
 # --checkpoint K` loads. A few MB each, next to the replay's GB in latest.safetensors.
 NETWORKS = folder.NETWORKS
 OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before format 1
+# {"threads": N, "device": "cpu" or "cuda"}: the count a start ran with, which an auto
+# resume keeps (threads.py). Not in config.json, whose `threads` is what the user asked.
+THREADS = os.path.join("checkpoints", "threads.json")
 
 # Options a resumed run may change without changing its results. (`accept_changes` is
 # the per-command option below; it is not part of a run.)
@@ -59,9 +63,10 @@ WHAT_DIFFERS = dict.fromkeys(
 ) | {"replay_capacity": "replay size", "num_envs": "replay size"}  # fmt: skip
 
 
-def train(config, accept_changes=None):
+def train(config, accept_changes=None, notes=()):
     """Trains `config` in its run folder (config.run_dir, or runs/<agent>-<env>-<seed>),
-    resuming it when it holds a checkpoint; see the module docstring.
+    resuming it when it holds a checkpoint; see the module docstring. `notes` are
+    printed to stderr once the run has passed every check (threads.apply's).
 
     `accept_changes`: names of ACCEPTABLE options that may differ from the saved run
     (default: config.accept_changes when Config has that field). Raises UserError for
@@ -89,7 +94,7 @@ def train(config, accept_changes=None):
     run = None
     try:
         with RunLock(os.path.join(run_dir, ".lock")):
-            run = _Run(config, run_dir, accept_changes, info)
+            run = _Run(config, run_dir, accept_changes, info, notes)
             try:
                 run.start()
             except KeyboardInterrupt:
@@ -127,8 +132,9 @@ def parse_accept(text):
 class _Run:
     """One start of `qzoo train` in a locked run folder."""
 
-    def __init__(self, config, run_dir, accept, info):
+    def __init__(self, config, run_dir, accept, info, notes=()):
         self.config, self.run_dir, self.accept, self.info = config, run_dir, accept, info
+        self.notes = [f"qzoo: note: {note}" for note in notes]
         self.ckpt_path = os.path.join(run_dir, CHECKPOINT)
         self.config_path = os.path.join(run_dir, "config.json")
         self.csv = logs.CsvLog(os.path.join(run_dir, "results.csv"))
@@ -174,6 +180,9 @@ class _Run:
                 print(f"{self.run_dir} is complete ({config.iterations} iterations)",
                       file=sys.stderr)  # fmt: skip
                 return
+            record_threads(self.run_dir, config, "; " + self.kept())
+            if self.notes:
+                print(*self.notes, sep="\n", file=sys.stderr)
             if self.rows:
                 print(*self.accepted, f"resuming {self.run_dir} at iteration {trainer.iteration}",
                       sep="\n", file=sys.stderr)  # fmt: skip
@@ -332,6 +341,34 @@ class _Run:
         if interval and iteration % interval == 0 and not (missing_only and os.path.exists(path)):
             with folder.os_errors("save network", path, "; " + self.kept("last")):
                 checkpoint.save(path, trainer.learner.online.state_dict())
+
+
+def saved_threads(run_dir):
+    """What threads.apply needs to know of a run folder for an auto resume: None where
+    it holds no checkpoint (a new run chooses afresh) or its last start ran on a GPU,
+    else the thread count its last start ran with on the CPU, or 0 where no start
+    recorded one (a run saved before the record existed). Never raises: what is wrong
+    with the folder is for train() to say."""
+    if not os.path.lexists(os.path.join(run_dir, CHECKPOINT)):
+        return None
+    try:
+        with open(os.path.join(run_dir, THREADS), "rb") as f:
+            record = json.loads(f.read().decode("utf-8"))
+        count, device = record["threads"], record["device"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return 0
+    if device != "cpu":
+        return None
+    return count if type(count) is int and count >= 1 else 0
+
+
+def record_threads(run_dir, config, after=""):
+    """Writes THREADS with the count in effect (torch.get_num_threads()), atomically."""
+    device = "cuda" if threads.on_gpu(config) else "cpu"
+    text = json.dumps({"threads": torch.get_num_threads(), "device": device}) + "\n"
+    path = os.path.join(run_dir, THREADS)
+    with folder.os_errors("write", path, after):
+        checkpoint.atomic_write(path, lambda f: f.write(text.encode()))
 
 
 def network_path(run_dir, iteration):
