@@ -3,13 +3,16 @@
     python benchmarks/same_results.py --out before.jsonl [--only NAME,...] [--work DIR]
     python benchmarks/same_results.py --out after.jsonl
     python benchmarks/same_results.py --compare before.jsonl after.jsonl
+    python benchmarks/same_results.py --extend before.jsonl --work DIR --out resumed.jsonl
 
 Each run is `python -m qzoo train ...` in a fresh run folder (the command line is the
 interface a change must keep), one per agent and per way of acting or training (serial,
 parallel workers, alternating, async in lockstep, ale-py batches, compressed replay,
 replay on a torch device, the captured update, bfloat16, R2D1, offline from a logged
 dataset). A JSON line per run holds its results.csv rows without the wall-clock
-columns; `--compare` prints the runs whose rows differ and exits 1 if any do. The same
+columns; `--compare` prints the runs whose rows differ and exits 1 if any do;
+`--extend` resumes a copy of each run folder for one more iteration (checkpoints written
+by one version, read by another). The same
 seed on the same machine and PyTorch gives the same rows (tests/ check this per part).
 """
 
@@ -161,9 +164,10 @@ RUNS = {
 OFFLINE = ("dqn", *MINATAR, "--num-envs", "1", "--log-replay-capacity", "500")
 
 
-def run(name, argv, work):
+def run(name, argv, work, fresh=True):
     folder = os.path.join(work, name)
-    shutil.rmtree(folder, ignore_errors=True)
+    if fresh:
+        shutil.rmtree(folder, ignore_errors=True)
     command = [
         sys.executable,
         "-m",
@@ -210,6 +214,28 @@ def measure(args):
             out.flush()
 
 
+def extend(args):
+    """Each run of `--extend FILE` (made by `--out` in `--work DIR`) resumed from a copy
+    of its folder for one iteration more: old checkpoints, read by the code of now."""
+    work = tempfile.mkdtemp(prefix="same-results-extended-")
+    shutil.copytree(args.work, work, dirs_exist_ok=True)
+    with open(args.extend) as f, open(args.out, "w") as out:
+        for record in map(json.loads, f):
+            if "error" in record or record["name"] == "offline_log":
+                continue
+            argv = list(record["argv"])
+            i = argv.index("--iterations")
+            argv[i + 1] = str(int(argv[i + 1]) + 1)
+            argv += ["--accept-changes", "iterations"]
+            if record["name"] == "offline_dqn":
+                argv[argv.index("--offline") + 1] = os.path.join(work, "logged")
+            result = run(record["name"], argv, work, fresh=False)
+            status = "error: " + str(result["error"]) if "error" in result else "ok"
+            print(record["name"], status, flush=True)
+            out.write(json.dumps(result) + "\n")
+            out.flush()
+
+
 def compare(before, after):
     def load(path):
         with open(path) as f:
@@ -235,9 +261,17 @@ def main():
     parser.add_argument("--work", default="")
     parser.add_argument("--only", default="")
     parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
+    parser.add_argument(
+        "--extend",
+        default="",
+        help="a FILE of --out: resume its runs (in --work) for one more iteration",
+    )
     args = parser.parse_args()
     if args.compare:
         sys.exit(compare(*args.compare))
+    if args.extend:
+        extend(args)
+        return
     measure(args)
 
 
