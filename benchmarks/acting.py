@@ -23,9 +23,9 @@ import time
 import numpy as np
 import torch
 
-from qzoo import threads as qzoo_threads
-from qzoo.config import build_config
-from qzoo.loop import Trainer
+from qzoo.config.schema import build_config
+from qzoo.run import threads as qzoo_threads
+from qzoo.run.trainer import Trainer
 
 
 def measure(env, mode, num_envs, steps, workers, ratio, device, min_replay, threads):

@@ -9,8 +9,8 @@ its agent steps per second as a ratio of dqn's measured in the same run.
 import argparse
 import json
 
-from qzoo.bench import bench_train
-from qzoo.config import PRESETS
+from qzoo.config.schema import PRESETS
+from qzoo.run.bench import bench_train
 
 
 def main():

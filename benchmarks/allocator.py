@@ -13,7 +13,8 @@ import sys
 # so that qzoo leaves glibc's settings alone (what qzoo did before allocator.py).
 CHILD = """
 import sys
-from qzoo import allocator, cli
+from qzoo.run import allocator
+from qzoo.cli import main as cli
 if sys.argv[1] == "default":
     allocator._done = True
 sys.exit(cli.main(["bench", "replay"] + sys.argv[2:]))

@@ -17,10 +17,10 @@ import os
 import sys
 import time
 
-from qzoo import threads as qzoo_threads
 from qzoo.acting import asynchronous, prefetch
-from qzoo.config import build_config
-from qzoo.loop import Trainer
+from qzoo.config.schema import build_config
+from qzoo.run import threads as qzoo_threads
+from qzoo.run.trainer import Trainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import qzoo_options  # benchmarks/ is not a package

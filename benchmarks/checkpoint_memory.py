@@ -1,5 +1,5 @@
 """Extra memory of a checkpoint save and load, old way (torch.save / torch.load of the
-state dict, pickle) and new (qzoo.checkpoint), as JSON lines:
+state dict, pickle) and new (qzoo.run.checkpoint), as JSON lines:
 
   python benchmarks/checkpoint_memory.py [--transitions 100000,300000] [--methods old,new]
 
@@ -70,10 +70,10 @@ def child(method, transitions, folder):
     import numpy as np
     import torch
 
-    from qzoo import checkpoint
-    from qzoo.config import build_config
-    from qzoo.loop import Trainer
+    from qzoo.config.schema import build_config
     from qzoo.replay import Row
+    from qzoo.run import checkpoint
+    from qzoo.run.trainer import Trainer
 
     torch.set_num_threads(1)
     options = {"env": "pong", "replay_capacity": str(transitions), "tensorboard": "false"}

@@ -19,10 +19,10 @@ import time
 
 import torch
 
-from qzoo import allocator
-from qzoo.bench import _machine, bench_storage, emit, fill, play_rows
 from qzoo.replay import Replay
 from qzoo.replay.device import DeviceFrameStorage, DeviceUniformSampler
+from qzoo.run import allocator
+from qzoo.run.bench import _machine, bench_storage, emit, fill, play_rows
 
 
 def make(frames, capacity, n_steps, device):

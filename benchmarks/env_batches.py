@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from qzoo import envs
-from qzoo.config import build_config
+from qzoo.config.schema import build_config
 from qzoo.envs.atari_batches import make_batches
 
 
@@ -54,7 +54,7 @@ def environments_alone(env, num_envs, batch, frames, rng):
 
 def training(env, num_envs, batch, frames, min_replay, ratio):
     """Real frames/s of a DQN training phase (module docstring)."""
-    from qzoo.loop import Trainer
+    from qzoo.run.trainer import Trainer
 
     capacity = max(20_000, 4 * min_replay)
     extra = {"replay_ratio": str(ratio)} if ratio else {}

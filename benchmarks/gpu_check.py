@@ -106,8 +106,8 @@ def settings(args):
 
 
 def trainer_for(agent, num_envs, options, s):
-    from qzoo.config import build_config
-    from qzoo.loop import Trainer
+    from qzoo.config.schema import build_config
+    from qzoo.run.trainer import Trainer
 
     base = {
         "env": s["env"],
@@ -130,7 +130,7 @@ def measure(args, agent, num_envs, mode, options, s):
     fills the replay and makes the first updates (compiling, for compiled modes)."""
     import torch
 
-    from qzoo import threads
+    from qzoo.run import threads
 
     cuda = s["device"] == "cuda"
     trainer = trainer_for(agent, num_envs, options, s)
@@ -318,7 +318,7 @@ def fastest(out):
 def section_pong(args):
     """Trains DQN on Pong with the fastest measured setting for the time left, one
     iteration per 250k frames, evaluating each; writes the learning curve."""
-    from qzoo.cli import main
+    from qzoo.cli.main import main
 
     best = fastest(args.out) or {"mode": "captured", "num_envs": 64, "acting": "serial"}
     mode = best["mode"].replace("_async", "")

@@ -43,7 +43,7 @@ def frame_pool(source, rng):
     if source == "noise":
         return rng.integers(0, 256, (256, 84, 84), dtype=np.uint8)
     from qzoo import envs
-    from qzoo.config import build_config
+    from qzoo.config.schema import build_config
 
     config = build_config("dqn", {"env": "pong", "num_envs": "8"})
     env = envs.make(config, 8, 0)
@@ -81,7 +81,7 @@ def main():
 
 
 def write_dataset(args, described):
-    from qzoo.offline.cli import to_qzoo
+    from qzoo.offline.dataset import to_qzoo
     from qzoo.offline.writer import LoggedReplayWriter
 
     logs = os.path.join(args.folder, "Pong", "1", "replay_logs")
@@ -110,13 +110,13 @@ def _du(folder):
 
 
 def main_train(args, described):
-    from qzoo.bench import measure_train
-    from qzoo.config import build_config
-    from qzoo.loop import Trainer
+    from qzoo.config.schema import build_config
+    from qzoo.run.bench import measure_train
+    from qzoo.run.trainer import Trainer
 
     options = {"env": "pong", "offline": os.path.join(args.folder, "q"), "progress": "false",
                "tensorboard": "false", "protocol": "machado"}  # fmt: skip
-    from qzoo import threads
+    from qzoo.run import threads
 
     config = build_config(args.agent, options)
     threads.apply(config)  # as `qzoo train` does

@@ -130,9 +130,9 @@ def qzoo_options(env, warmup, threads, mlp_hidden=120, variant=None):
 
 
 def run_qzoo(env, warmup, steps, threads, mlp_hidden=120, variant=None):
-    from qzoo import threads as qzoo_threads
-    from qzoo.config import build_config
-    from qzoo.loop import Trainer
+    from qzoo.config.schema import build_config
+    from qzoo.run import threads as qzoo_threads
+    from qzoo.run.trainer import Trainer
 
     repeats = 4 if env == "pong" else 1
     config = build_config("dqn", qzoo_options(env, warmup, threads, mlp_hidden, variant))

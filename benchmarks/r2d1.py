@@ -19,10 +19,10 @@ import time
 import numpy as np
 import torch
 
-from qzoo.config import make_config
+from qzoo.acting.recurrent_policy import RecurrentInfo
+from qzoo.config.schema import make_config
 from qzoo.envs import EnvInfo
-from qzoo.learner import Learner
-from qzoo.recurrent_policy import RecurrentInfo
+from qzoo.learning.learner import Learner
 from qzoo.replay.batch import Row
 from qzoo.replay.frames import bytes_per_transition, observation_shape
 from qzoo.replay.sequences import make_sequence_replay

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from qzoo import envs
-from qzoo.config import build_config
-from qzoo.recurrent import RecurrentNetwork
-from qzoo.recurrent_policy import RecurrentPolicy
+from qzoo.acting.recurrent_policy import RecurrentPolicy
+from qzoo.config.schema import build_config
+from qzoo.networks.recurrent import RecurrentNetwork
 
 
 def _nn_lstm(self, lstm_in, state):
@@ -53,7 +53,7 @@ def main():
     torch.set_num_threads(1)
     config = build_config("r2d1", {"env": args.env})
     info = envs.describe(config)
-    from qzoo.networks import make_network
+    from qzoo.networks.network import make_network
     from qzoo.replay.frames import observation_shape
 
     shape = observation_shape(info.frame_shape, config.frame_stack)

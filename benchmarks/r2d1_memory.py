@@ -15,10 +15,10 @@ import time
 
 import torch
 
-from qzoo.config import build_config
+from qzoo.config.schema import build_config
 from qzoo.envs.memory import STATELESS_CARTPOLE
 from qzoo.errors import UserError
-from qzoo.loop import Trainer
+from qzoo.run.trainer import Trainer
 
 # The feed-forward baseline: qzoo's DQN with the gym domain's defaults (Adam, Huber),
 # made comparable: one observation, the same learning rate.

@@ -38,9 +38,9 @@ def emit(name, value, unit, **configuration):
 
 def build(folder, shards):
     """The local Trainer (shards 0) or an OfflineRayTrainer over `shards` shards."""
-    from qzoo.config import build_config
+    from qzoo.config.schema import build_config
     from qzoo.distributed.offline import OfflineRayTrainer
-    from qzoo.loop import Trainer
+    from qzoo.run.trainer import Trainer
 
     options = {"env": "pong", "offline": os.path.join(folder, "q"), "progress": "false",
                "tensorboard": "false", "protocol": "machado", "threads": "1"}  # fmt: skip

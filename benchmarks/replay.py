@@ -5,7 +5,7 @@ Same as `qzoo bench replay`; options as documented in qzoo/bench.py.
 
 import sys
 
-from qzoo.cli import main
+from qzoo.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main(["bench", "replay", *sys.argv[1:]]))

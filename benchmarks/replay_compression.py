@@ -8,7 +8,7 @@ protocol) fills one replay per codec with the same rows; then the codecs' sampli
 rates are timed in interleaved rounds (none, lz4, zstd, none, ...), since the machine
 is shared and noisy. Prints, per game and codec, bytes per transition, adds per
 second, the median batches per second and its ratio to the uncompressed replay's
-(the median of the per-round ratios). Uses qzoo.bench's pieces, as `qzoo bench replay
+(the median of the per-round ratios). Uses qzoo.run.bench's pieces, as `qzoo bench replay
 --env GAME --replay-compression CODEC` does for one codec.
 
 On a shared machine a rate over seconds counts the time other processes hold the
@@ -27,8 +27,8 @@ import time
 
 import numpy as np
 
-from qzoo import allocator
-from qzoo.bench import (
+from qzoo.run import allocator
+from qzoo.run.bench import (
     _machine,
     batches_per_second,
     bench_storage,

@@ -22,11 +22,11 @@ import os
 import sys
 import time
 
-from qzoo import threads as qzoo_threads
-from qzoo.actors import EpisodeStats, Policy, UnbiasedEwma
-from qzoo.config import build_config
-from qzoo.loop import Trainer
+from qzoo.acting.actor import EpisodeStats, Policy, UnbiasedEwma
+from qzoo.config.schema import build_config
 from qzoo.replay.frames import FrameStacker
+from qzoo.run import threads as qzoo_threads
+from qzoo.run.trainer import Trainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import qzoo_options  # benchmarks/ is not a package

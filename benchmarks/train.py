@@ -3,7 +3,7 @@
 
 import sys
 
-from qzoo.cli import main
+from qzoo.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main(["bench", "train", *sys.argv[1:]]))

@@ -22,9 +22,9 @@ import time
 
 import torch
 
-from qzoo import threads as qzoo_threads
-from qzoo.config import build_config
-from qzoo.loop import Trainer
+from qzoo.config.schema import build_config
+from qzoo.run import threads as qzoo_threads
+from qzoo.run.trainer import Trainer
 
 VARIANTS = {"compile": {"compile": True}, "bfloat16": {"precision": "bfloat16"},
             "bfloat16_compiled": {"precision": "bfloat16", "compile": True}}  # fmt: skip

@@ -1,3 +1,3 @@
-from qzoo.cli import entry
+from qzoo.cli.main import entry
 
 entry()

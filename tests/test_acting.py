@@ -12,18 +12,18 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo import checkpoint
-from qzoo import threads as qzoo_threads
+from qzoo.acting.actor import Actor, Policy
 from qzoo.acting.epsilon import decorrelate, final_epsilons, training_epsilon
+from qzoo.acting.explore import LinearSchedule
 from qzoo.acting.ratio import RatioGate, UpdateSchedule, updates_per_frame
-from qzoo.actors import Actor, Policy
-from qzoo.cli import main
-from qzoo.config import make_config
+from qzoo.cli.main import main
+from qzoo.config.schema import make_config
 from qzoo.envs import EnvStep, first_step
-from qzoo.explore import LinearSchedule
-from qzoo.learner import Learner
-from qzoo.loop import WALL_CLOCK_COLUMNS, Trainer
-from qzoo.streams import Streams
+from qzoo.learning.learner import Learner
+from qzoo.run import checkpoint
+from qzoo.run import threads as qzoo_threads
+from qzoo.run.streams import Streams
+from qzoo.run.trainer import WALL_CLOCK_COLUMNS, Trainer
 
 SMALL = {"iterations": 2, "train_frames": 400, "eval_frames": 200, "replay_capacity": 1000,
          "min_replay_capacity_fraction": 0.1, "learn_period": 4, "num_envs": 4}  # fmt: skip

@@ -12,11 +12,11 @@ import torch
 
 from qzoo import envs
 from qzoo.acting import process
-from qzoo.config import make_config
+from qzoo.config.schema import make_config
 from qzoo.errors import WorkerDied
-from qzoo.loop import Trainer
-from qzoo.networks import make_network
+from qzoo.networks.network import make_network
 from qzoo.replay.batch import Row
+from qzoo.run.trainer import Trainer
 
 CARTPOLE = {"acting": "async", "actor_process": True, "train_frames": 2000,
             "eval_frames": 100, "replay_capacity": 2000, "min_replay_capacity_fraction": 0.1}  # fmt: skip
@@ -139,7 +139,7 @@ def test_a_phase_stores_every_row_and_holds_the_replay_ratio():
 
 
 def test_an_error_in_the_actor_is_raised_in_the_learner(monkeypatch):
-    from qzoo.actors import Actor
+    from qzoo.acting.actor import Actor
 
     trainer = Trainer(make_config("dqn", "CartPole-v1", "gym", CARTPOLE))
     trainer.run_iteration()
@@ -154,7 +154,7 @@ def test_an_error_in_the_actor_is_raised_in_the_learner(monkeypatch):
 
 
 def test_an_actor_that_dies_without_a_word_is_reported_with_its_exit_code(monkeypatch):
-    from qzoo.actors import Actor
+    from qzoo.acting.actor import Actor
 
     trainer = Trainer(make_config("dqn", "CartPole-v1", "gym", CARTPOLE))
     trainer.run_iteration()
@@ -182,7 +182,7 @@ def test_an_error_in_the_learner_stops_the_actor(monkeypatch):
 def test_a_run_may_add_or_drop_the_actor_process_on_resume(tmp_path):
     """Where the actor runs changes how fast, not what an async run is (two async runs
     differ anyway), so a resume may change it, as --pin-threads."""
-    from qzoo.cli import main
+    from qzoo.cli.main import main
 
     run = ["train", "dqn", "--env", "CartPole-v1", "--acting", "async", "--train-frames",
            "600", "--eval-frames", "100", "--replay-capacity", "1000",

@@ -8,7 +8,7 @@ import sys
 import pytest
 from analysis_runs import ROOT, fake_run
 
-from qzoo.cli import main
+from qzoo.cli.main import main
 
 
 @pytest.fixture

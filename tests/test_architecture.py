@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo.actors import Actor, Policy
-from qzoo.config import PRESETS, make_config
+from qzoo.acting.actor import Actor, Policy
+from qzoo.config.schema import PRESETS, make_config
 from qzoo.envs import EnvInfo
-from qzoo.learner import Learner
-from qzoo.loop import Trainer
-from qzoo.objectives import OBJECTIVES, make_objective
+from qzoo.learning.learner import Learner
+from qzoo.learning.objectives import OBJECTIVES, make_objective
 from qzoo.replay import Batch
-from qzoo.streams import Streams
+from qzoo.run.streams import Streams
+from qzoo.run.trainer import Trainer
 
 TRAINING_COLUMNS = ("train_episode_return", "train_num_episodes", "train_exploration_epsilon",
                     "train_state_value", "train_loss", "train_mean_q", "train_num_updates")  # fmt: skip

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo import envs, threads
+from qzoo import envs
 from qzoo.acting.asynchronous import AsyncDriver, _LockedPolicy
-from qzoo.config import make_config
-from qzoo.networks import make_network
+from qzoo.config.schema import make_config
+from qzoo.networks.network import make_network
+from qzoo.run import threads
 
 OBS, EPS = np.ones((1, 4), np.float32), np.zeros(1)
 
@@ -86,7 +87,7 @@ def test_pulled_the_actor_copies_the_newest_weights_and_never_during_a_step():
     ({"acting": "async", "compile": True}, False),  # the step is inside the graph
 ])  # fmt: skip
 def test_async_pulls_weights_from_an_eager_learner_and_stages_them_otherwise(options, pulled):
-    from qzoo.loop import Trainer
+    from qzoo.run.trainer import Trainer
 
     config = make_config("dqn", "CartPole-v1", "gym", {"replay_capacity": 10_000, **options})
     trainer = Trainer(config)
@@ -122,7 +123,7 @@ def test_pinned_runs_the_calling_thread_on_the_cores_given_and_restores_its_own(
 
 def test_pin_threads_on_one_usable_core_says_so_and_runs_unpinned(monkeypatch, capsys):
     from qzoo.acting import asynchronous
-    from qzoo.loop import Trainer
+    from qzoo.run.trainer import Trainer
 
     monkeypatch.setattr(asynchronous, "pinned_cores", lambda: None)  # as under taskset -c 1
     options = {"acting": "async", "threads": 1, "pin_threads": True, "replay_capacity": 1000,
@@ -138,7 +139,7 @@ def test_pin_threads_on_one_usable_core_says_so_and_runs_unpinned(monkeypatch, c
 def test_a_resume_may_pin_threads_or_not(tmp_path):
     """Pinning changes where threads run, not what the run computes (async runs differ
     run to run anyway), so a resume may add or drop it, as it may change --threads."""
-    from qzoo.cli import main
+    from qzoo.cli.main import main
 
     run = ["train", "dqn", "--env", "CartPole-v1", "--acting", "async", "--threads", "1",
            "--train-frames", "600", "--eval-frames", "100", "--replay-capacity", "1000",

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo import draws
-from qzoo.augmentation import augment, intensity_noise, random_shift, shift_images
-from qzoo.config import build_config
-from qzoo.heads import Head
-from qzoo.loop import Trainer
+from qzoo.config.schema import build_config
+from qzoo.learning import draws
+from qzoo.learning.augmentation import augment, intensity_noise, random_shift, shift_images
+from qzoo.networks.heads import Head
+from qzoo.run.trainer import Trainer
 
 
 def test_drq_eps_preset_is_dopamines_drq_eps_gin_in_frames():
@@ -133,7 +133,7 @@ def test_drq_eps_learns_on_shifted_batches_and_the_update_sees_them():
 
 
 def test_augmentation_refused_where_there_are_no_images(tmp_path, capsys):
-    from qzoo.cli import main
+    from qzoo.cli.main import main
 
     argv = ["train", "dqn", "--env", "CartPole-v1", "--augmentation", "shift", "--run-dir",
             str(tmp_path / "run")]  # fmt: skip

@@ -16,14 +16,14 @@ import torch
 from test_device_replay import filled, rows, window_slots
 from test_device_sync import no_host_sync
 
-from qzoo import checkpoint
-from qzoo.captured import CapturedUpdate
-from qzoo.cli import main
-from qzoo.config import build_config
-from qzoo.learner import Learner
-from qzoo.loop import Trainer
+from qzoo.cli.main import main
+from qzoo.config.schema import build_config
+from qzoo.learning.captured import CapturedUpdate
+from qzoo.learning.learner import Learner
 from qzoo.replay import Replay
 from qzoo.replay.device import DevicePrioritizedSampler, DeviceUniformSampler
+from qzoo.run import checkpoint
+from qzoo.run.trainer import Trainer
 
 SMALL = {"env": "CartPole-v1", "iterations": "2", "train_frames": "300", "eval_frames": "20",
          "replay_capacity": "1000", "min_replay_capacity_fraction": "0.1", "mlp_hidden": "16",

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo import checkpoint
 from qzoo.errors import UserError
+from qzoo.run import checkpoint
 
 NUMPY_DTYPES = ("bool", "uint8", "int8", "int16", "uint16", "int32", "uint32", "int64",
                 "uint64", "float16", "float32", "float64")  # fmt: skip

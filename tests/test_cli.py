@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from qzoo.cli import main, parse, train_parser
+from qzoo.cli.main import main, parse, train_parser
 
 TINY = ["--iterations", "1", "--train-frames", "300", "--eval-frames", "100",
         "--replay-capacity", "1000", "--min-replay-capacity-fraction", "0.1",

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from analysis_runs import fake_run
 
-from qzoo.cli import main
+from qzoo.cli.main import main
 from qzoo.tools import stats
 
 # Agent X: three games of three runs (human-normalized scores).

@@ -17,11 +17,12 @@ import sys
 import pytest
 import torch
 
-from qzoo import draws, envs
-from qzoo.config import build_config
-from qzoo.learner import autocast
-from qzoo.loop import Trainer
-from qzoo.networks import _input_dtype, make_network
+from qzoo import envs
+from qzoo.config.schema import build_config
+from qzoo.learning import draws
+from qzoo.learning.learner import autocast
+from qzoo.networks.network import _input_dtype, make_network
+from qzoo.run.trainer import Trainer
 
 SMALL = {"env": "CartPole-v1", "iterations": "3", "train_frames": "400", "eval_frames": "100",
          "replay_capacity": "1000", "min_replay_capacity_fraction": "0.1", "mlp_hidden": "16",
@@ -177,7 +178,7 @@ def test_graph_update_equals_the_optimizer_step(kind):
     """optim.graph_update (the compiled step's optimizer, tensor operations only) does
     each optimizer's step with global-norm clipping: the same parameters and state (in
     the same format, so one checkpoint) as clip + `optimizer.step()`, over 5 steps."""
-    from qzoo import optim
+    from qzoo.learning import optim
 
     config = build_config("dqn", {"env": "CartPole-v1", "optimizer": kind})
     torch.manual_seed(0)

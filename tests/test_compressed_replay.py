@@ -7,12 +7,12 @@ import sys
 import numpy as np
 import pytest
 
-from qzoo import checkpoint
-from qzoo.bench import bench_storage, play_rows
-from qzoo.cli import main
+from qzoo.cli.main import main
 from qzoo.errors import UserError
 from qzoo.replay import Row
 from qzoo.replay.compressed import CHUNK_BYTES, GROUP_ROWS, Codec, CompressedFrameStorage, require
+from qzoo.run import checkpoint
+from qzoo.run.bench import bench_storage, play_rows
 
 CODECS = ["lz4", "zstd"]
 
@@ -133,8 +133,8 @@ def test_checkpoint_round_trip_then_the_same_samples(play, codec, tmp_path):
 def test_a_compressed_run_trains_exactly_as_an_uncompressed_one_and_resumes(tmp_path):
     """Same seed, same samples: the learning is the same to the bit. The compressed
     run is saved after iteration 1 and resumed in a new trainer for iteration 2."""
-    from qzoo.config import build_config
-    from qzoo.loop import WALL_CLOCK_COLUMNS, Trainer
+    from qzoo.config.schema import build_config
+    from qzoo.run.trainer import WALL_CLOCK_COLUMNS, Trainer
 
     def config(compression):
         return build_config("dqn", {
@@ -195,7 +195,7 @@ def test_a_missing_codec_package_names_the_pip_install(codec, package, tmp_path,
 
 def test_offline_and_recurrent_runs_refuse_compression(tmp_path):
     """Their replays (a dataset, R2D1's sequences) are not the frame replay."""
-    from qzoo.config import build_config
+    from qzoo.config.schema import build_config
 
     for agent, options in (("dqn", {"offline": str(tmp_path)}), ("r2d1", {})):
         with pytest.raises(UserError, match="--replay-compression: bad value lz4; expected none"):
@@ -206,7 +206,7 @@ def test_offline_and_recurrent_runs_refuse_compression(tmp_path):
 def test_the_bench_fills_the_replay_with_frames_of_play(capsys):
     import json
 
-    from qzoo.bench import bench_replay
+    from qzoo.run.bench import bench_replay
 
     bench_replay(env="breakout", replay_compression="lz4", capacity=100, seconds=0.05)
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -265,8 +265,8 @@ def test_the_next_batch_decoded_during_an_update_changes_nothing():
     the rows are those of an uncompressed run, to the bit."""
     import threading
 
-    from qzoo.config import build_config
-    from qzoo.loop import WALL_CLOCK_COLUMNS, Trainer
+    from qzoo.config.schema import build_config
+    from qzoo.run.trainer import WALL_CLOCK_COLUMNS, Trainer
 
     def trainer(compression):
         return Trainer(build_config("dqn", {

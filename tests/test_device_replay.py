@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo import checkpoint
-from qzoo.cli import main
-from qzoo.config import build_config
+from qzoo.cli.main import main
+from qzoo.config.schema import build_config
 from qzoo.replay import FrameStorage, PrioritizedSampler, Replay, Row, UniformSampler
 from qzoo.replay.device import DeviceFrameStorage, DevicePrioritizedSampler, DeviceUniformSampler
+from qzoo.run import checkpoint
 
 GAMMA = 0.9
 
@@ -174,7 +174,7 @@ def cartpole(replay_device, prioritized=False):
 
 
 def rows(trainer, n):
-    from qzoo.loop import WALL_CLOCK_COLUMNS
+    from qzoo.run.trainer import WALL_CLOCK_COLUMNS
 
     return [{k: repr(v) for k, v in trainer.run_iteration().items() if k not in WALL_CLOCK_COLUMNS}
             for _ in range(n)]  # fmt: skip
@@ -185,7 +185,7 @@ def test_with_the_hosts_draws_a_device_replay_run_trains_to_the_same_bits():
     by construction. Given the host sampler's draws (from a shadow FrameStorage fed the
     same rows), the device path (rows written as tensors, batches gathered there, no
     copy into the learner) gives the results rows of a host-replay run exactly."""
-    from qzoo.loop import Trainer
+    from qzoo.run.trainer import Trainer
 
     expected = rows(Trainer(cartpole("host")), 3)
     trainer = Trainer(cartpole("cpu"))
@@ -216,7 +216,7 @@ def test_with_the_hosts_draws_a_device_replay_run_trains_to_the_same_bits():
 def test_a_device_replay_run_resumes_exactly(tmp_path, prioritized):
     """Saved after iteration 1 and resumed in a new trainer: iteration 2 as without the
     stop (the replay stream's torch generator is in the checkpoint)."""
-    from qzoo.loop import Trainer
+    from qzoo.run.trainer import Trainer
 
     expected = rows(Trainer(cartpole("cpu", prioritized)), 3)
     first = Trainer(cartpole("cpu", prioritized))
@@ -254,7 +254,7 @@ def test_what_it_does_not_take_is_refused_in_one_line(options, blamed, tmp_path,
 def test_a_run_with_device_sampling_learns_cartpole():
     """With its own (torch) draws, 8,000 frames take the greedy return from about 9
     past 100 (measured on seeds 1, 2, 3: 252, 153, 267). About 6 s on 2 cores."""
-    from qzoo.loop import Trainer, run
+    from qzoo.run.trainer import Trainer, run
 
     options = {"env": "CartPole-v1", "iterations": "1", "train_frames": "8000",
                "eval_frames": "1000", "seed": "1", "threads": "1", "replay_device": "cpu"}  # fmt: skip

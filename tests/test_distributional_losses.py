@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from qzoo import losses
+from qzoo.learning import losses
 
 Z = torch.tensor([0.0, 1.0, 2.0])
 

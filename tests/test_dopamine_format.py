@@ -14,7 +14,7 @@ import pytest
 
 from qzoo.errors import UserError
 from qzoo.offline import dopamine
-from qzoo.offline.cli import load_qzoo
+from qzoo.offline.dataset import load_qzoo
 from qzoo.offline.storage import DatasetStorage
 from qzoo.offline.writer import LoggedReplayWriter
 from qzoo.replay import Replay, UniformSampler
@@ -263,7 +263,7 @@ def test_atari_and_small_shaped_files_round_trip(tmp_path, shape):
 
 
 def test_dataset_info_and_a_round_trip_through_the_qzoo_layout(tmp_path, capsys):
-    from qzoo.cli import main
+    from qzoo.cli.main import main
 
     source = tmp_path / "Pong" / "1" / "replay_logs"
     writer = LoggedReplayWriter(source, 30, (84, 84))
@@ -319,7 +319,7 @@ def test_can_sample_does_not_rescan_the_dataset(tmp_path, monkeypatch):
 def test_first_rows_is_dopamines_buffer_of_that_capacity(tmp_path):
     """batch_rl's smaller-dataset mode: a full file seen through a capacity-N buffer
     (its cursor at add_count mod N) and the partial final file, against the reference."""
-    from qzoo.offline.cli import first_rows
+    from qzoo.offline.dataset import first_rows
 
     writer = LoggedReplayWriter(tmp_path, 30, (2, 2))
     episodes(writer, [7, 1, 9, 4, 12, 6, 8, 10])
@@ -351,7 +351,7 @@ def _resident_bytes(path):
 def test_memory_mapped_frames_stay_under_the_resident_budget(tmp_path):
     """Frames read through the maps leave the resident set once a budget's worth was
     read, and the batches are the same as with every page kept."""
-    from qzoo.offline.cli import to_qzoo
+    from qzoo.offline.dataset import to_qzoo
 
     writer = LoggedReplayWriter(tmp_path / "logs", 3000, (84, 84))
     k = episodes(writer, [500] * 5)
@@ -406,7 +406,7 @@ class _Recorder:
 def test_readahead_asks_for_the_pages_of_exactly_the_frames_gathered(tmp_path):
     """Before a gather the storage asks the kernel (madvise WILLNEED) for the pages of
     every frame it will read: one range per distinct row, covering that row's bytes."""
-    from qzoo.offline.cli import first_rows, to_qzoo
+    from qzoo.offline.dataset import first_rows, to_qzoo
 
     writer = LoggedReplayWriter(tmp_path / "logs", 600, (84, 84))
     episodes(writer, [250, 300])
@@ -436,7 +436,7 @@ def test_readahead_asks_for_the_pages_of_exactly_the_frames_gathered(tmp_path):
 def test_a_cached_conversion_is_redone_when_a_checkpoint_is_rewritten(tmp_path, capsys):
     """A resumed --log-replay run rewrites its last, partial checkpoint under the same
     suffix: the cached memory-mappable copy must follow it, not serve the old rows."""
-    from qzoo.offline.cli import qzoo_layout
+    from qzoo.offline.dataset import qzoo_layout
 
     logs = tmp_path / "replay_logs"
     writer = LoggedReplayWriter(logs, 20, (2, 2))

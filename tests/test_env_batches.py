@@ -10,15 +10,15 @@ import pytest
 import torch
 
 from qzoo import envs
+from qzoo.acting.actor import Actor, Policy
 from qzoo.acting.batches import BatchActor, ColumnQueues
-from qzoo.actors import Actor, Policy
-from qzoo.cli import main
-from qzoo.config import make_config
+from qzoo.cli.main import main
+from qzoo.config.schema import make_config
 from qzoo.envs.atari import AtariVector
 from qzoo.envs.atari_batches import AtariBatches, make_batches
-from qzoo.loop import Trainer
 from qzoo.replay.frames import FIRST, LAST, ZERO_DISCOUNT, FrameStorage
-from qzoo.streams import Streams
+from qzoo.run.streams import Streams
+from qzoo.run.trainer import Trainer
 
 CAP = 400  # frames: episodes of at most 100 agent steps, so the cap is reached
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 from test_acting import cartpole
 
-from qzoo.loop import Trainer
+from qzoo.run.trainer import Trainer
 
 CAPTURED = {"replay_device": "cpu", "capture": True, "mlp_hidden": 16}
 

@@ -12,8 +12,8 @@ networks; batch_rl's offline presets have 200 heads on one torso).
 
 import pytest
 
-from qzoo.config import build_config
-from qzoo.loop import Trainer, run
+from qzoo.config.schema import build_config
+from qzoo.run.trainer import Trainer, run
 
 SMALLER = {
     "qrdqn": {"num_quantiles": "32"},

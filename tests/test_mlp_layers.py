@@ -6,10 +6,10 @@ import torch
 from torch import nn
 
 from qzoo import envs
-from qzoo.cli import main
-from qzoo.config import make_config
-from qzoo.heads import NoisyLinear
-from qzoo.networks import HostMlp, make_network
+from qzoo.cli.main import main
+from qzoo.config.schema import make_config
+from qzoo.networks.heads import NoisyLinear
+from qzoo.networks.network import HostMlp, make_network
 
 
 def network(agent="dqn", **options):
@@ -59,7 +59,7 @@ def test_mlp_layers_with_other_heads(agent, options, expected):
 
 
 def test_widths_are_kept_in_one_spelling():
-    from qzoo.config import build_config
+    from qzoo.config.schema import build_config
 
     config = build_config("dqn", {"env": "CartPole-v1", "mlp_layers": " 120, 084"})
     assert config.mlp_layers == "120,84"

@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo import losses
-from qzoo.config import make_config
+from qzoo.config.schema import make_config
 from qzoo.envs import EnvInfo
-from qzoo.heads import NetworkOutputs, mix_heads, random_convex_combination
-from qzoo.networks import SeparateNetworks, make_network
-from qzoo.objectives import (
+from qzoo.learning import losses
+from qzoo.learning.objectives import (
     EnsembleQLearning,
     QLearning,
     QuantileQLearning,
     REMQLearning,
     make_objective,
 )
+from qzoo.networks.heads import NetworkOutputs, mix_heads, random_convex_combination
+from qzoo.networks.network import SeparateNetworks, make_network
 from qzoo.replay import Batch
 
 # One example, two actions, two heads: q[b, a, k].
@@ -265,7 +265,7 @@ class _FixedHeads(torch.nn.Module):
 
 
 def test_deep_exploration_keeps_one_mixture_per_episode_and_env():
-    from qzoo.actors import Policy
+    from qzoo.acting.actor import Policy
 
     # 3 envs, 2 actions, 4 heads: head k prefers action k % 2 by a margin k + 1.
     q_heads = torch.zeros(3, 2, 4)
@@ -293,7 +293,7 @@ def test_deep_exploration_keeps_one_mixture_per_episode_and_env():
 
 
 def test_deep_exploration_identity_acts_on_one_random_head():
-    from qzoo.actors import Policy
+    from qzoo.acting.actor import Policy
 
     q_heads = torch.zeros(64, 2, 2)
     q_heads[:, 0, 0] = 1.0  # head 0 picks action 0, head 1 picks action 1

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo.config import build_config
-from qzoo.loop import Trainer, run
-from qzoo.offline.cli import to_dopamine, to_qzoo
+from qzoo.config.schema import build_config
+from qzoo.offline.dataset import to_dopamine, to_qzoo
+from qzoo.run.trainer import Trainer, run
 
 BASE = {"env": "minatar/breakout", "iterations": "3", "train_frames": "25000",
         "eval_frames": "5000", "learn_period": "4", "replay_capacity": "100000", "seed": "1"}  # fmt: skip

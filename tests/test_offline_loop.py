@@ -3,13 +3,13 @@ dataset without acting."""
 
 import numpy as np
 
-from qzoo import checkpoint
-from qzoo.config import build_config
-from qzoo.loop import Trainer, run
+from qzoo.config.schema import build_config
 from qzoo.offline import dopamine
 from qzoo.offline.storage import CheckpointPerBatchSampler
 from qzoo.offline.writer import LoggedReplayWriter, RowLogger
 from qzoo.replay import Row
+from qzoo.run import checkpoint
+from qzoo.run.trainer import Trainer, run
 
 
 def qzoo_row(frame, action, reward, first=False, last=False, zero=False):
@@ -137,7 +137,7 @@ def test_dopamine_files_are_converted_once_on_first_use(tmp_path):
 def test_a_new_run_is_refused_a_folder_holding_another_runs_dataset(tmp_path, capsys):
     """It would replace some of those checkpoints and leave the rest beside its own;
     the run that wrote them may still resume into it."""
-    from qzoo.cli import main
+    from qzoo.cli.main import main
 
     logs = tmp_path / "logs"
     small = ["--env", "minatar/breakout", "--train-frames", "700", "--eval-frames", "100",

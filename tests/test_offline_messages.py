@@ -10,13 +10,13 @@ import shutil
 import numpy as np
 import pytest
 
-from qzoo.cli import main
-from qzoo.config import build_config
+from qzoo.cli.main import main
+from qzoo.config.schema import build_config
 from qzoo.errors import UserError
-from qzoo.loop import Trainer, run
 from qzoo.offline import dopamine
-from qzoo.offline.cli import qzoo_layout
+from qzoo.offline.dataset import qzoo_layout
 from qzoo.offline.writer import LoggedReplayWriter
+from qzoo.run.trainer import Trainer, run
 
 CAPACITY = 500  # rows of the logged buffer
 LOGGED = {"env": "minatar/breakout", "iterations": "1", "train_frames": "1200",

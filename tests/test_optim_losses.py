@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from qzoo import losses
-from qzoo.optim import AdamTF1, CenteredRMSProp, clip_by_global_norm_
+from qzoo.learning import losses
+from qzoo.learning.optim import AdamTF1, CenteredRMSProp, clip_by_global_norm_
 
 
 def test_centered_rmsprop_eps_inside_the_square_root():

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo.config import make_config
+from qzoo.acting.explore import LinearSchedule, epsilon_greedy
+from qzoo.config.schema import make_config
 from qzoo.envs import EnvInfo, scores
-from qzoo.explore import LinearSchedule, epsilon_greedy
-from qzoo.heads import Head, NoisyLinear, SharedBiasLinear
-from qzoo.networks import DopamineTorso, NatureTorso, make_network
+from qzoo.networks.heads import Head, NoisyLinear, SharedBiasLinear
+from qzoo.networks.network import DopamineTorso, NatureTorso, make_network
 
 
 def test_nature_network_sizes_match_dqn_zoo():
@@ -145,7 +145,7 @@ def test_score_table_has_57_games_and_normalizes():
 
 
 def test_presets_and_domain_layers():
-    from qzoo.config import make_config
+    from qzoo.config.schema import make_config
 
     atari = make_config("double_q", "pong", "atari", {})
     # DQN Zoo's double_q defaults (dqn_zoo.md §1b).
@@ -216,7 +216,7 @@ def test_rainbow_network_is_noisy_dueling_categorical():
 
 
 def test_noise_is_a_truncated_normal_then_signed_square_root():
-    from qzoo.draws import factorised_noise
+    from qzoo.learning.draws import factorised_noise
 
     torch.manual_seed(0)
     f = factorised_noise((200_000,), None, "cpu")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from analysis_runs import fake_run, train
 
-from qzoo.cli import main
+from qzoo.cli.main import main
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,11 @@ import torch
 
 from qzoo import envs
 from qzoo.acting.prefetch import Prefetcher
-from qzoo.config import make_config
-from qzoo.learner import autocast
-from qzoo.loop import Trainer
-from qzoo.networks import make_network
-from qzoo.objectives import make_objective
+from qzoo.config.schema import make_config
+from qzoo.learning.learner import autocast
+from qzoo.learning.objectives import make_objective
+from qzoo.networks.network import make_network
+from qzoo.run.trainer import Trainer
 
 SMALL = {"iterations": 2, "train_frames": 400, "eval_frames": 200, "replay_capacity": 1000,
          "min_replay_capacity_fraction": 0.1, "learn_period": 4, "num_envs": 4}  # fmt: skip

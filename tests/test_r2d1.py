@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo import losses
-from qzoo.cli import main
-from qzoo.config import build_config
-from qzoo.recurrent import RecurrentNetwork
-from qzoo.recurrent_policy import RecurrentInfo, RecurrentPolicy
+from qzoo.acting.recurrent_policy import RecurrentInfo, RecurrentPolicy
+from qzoo.cli.main import main
+from qzoo.config.schema import build_config
+from qzoo.learning import losses
+from qzoo.networks.recurrent import RecurrentNetwork
 from qzoo.replay.batch import Row
 from qzoo.replay.frames import FIRST, LAST
 from qzoo.replay.sequences import SequenceSlots, SequenceStorage, stacked_observations
@@ -129,7 +129,7 @@ def test_sequence_slots_window_and_validity():
 
 def test_recurrent_policy_resets_only_the_environment_whose_episode_ended():
     torch.manual_seed(0)
-    from qzoo.networks import MlpTorso
+    from qzoo.networks.network import MlpTorso
 
     net = RecurrentNetwork(MlpTorso(3, (8, 8)), 2, 0, 4, 8, False, 1.0, lambda m: m)
     policy = RecurrentPolicy(net, 2)
@@ -154,7 +154,7 @@ def test_recurrent_policy_resets_only_the_environment_whose_episode_ended():
 def test_actor_stores_zero_states_exactly_at_episode_starts():
     """A short run on CartPole: the states stored with FIRST rows are zeros; the others
     (carried within episodes) are not."""
-    from qzoo.loop import Trainer
+    from qzoo.run.trainer import Trainer
 
     config = build_config("r2d1", {"env": "CartPole-v1", "iterations": "1", "train_frames": "600",
                                    "eval_frames": "40", "replay_capacity": "4000"})  # fmt: skip
@@ -221,7 +221,7 @@ def test_r2d1_long_explores_with_rlpyts_log_spaced_epsilons():
     """rlpyt's r2d1_long config: eps_final 0.1, eps_final_min 0.0005 over all its 192
     environments (B5); r2d1 keeps one final epsilon, 0.01."""
     from qzoo.acting.epsilon import final_epsilons
-    from qzoo.config import make_config
+    from qzoo.config.schema import make_config
 
     long = make_config("r2d1_long", "pong", "atari", {})
     finals = final_epsilons(long)

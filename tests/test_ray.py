@@ -18,12 +18,13 @@ import time
 import numpy as np
 import pytest
 
-from qzoo import checkpoint, envs
-from qzoo.cli import main
-from qzoo.config import build_config
+from qzoo import envs
+from qzoo.cli.main import main
+from qzoo.config.schema import build_config
 from qzoo.distributed.cluster import Faults
 from qzoo.distributed.shards import ReplayShard
 from qzoo.replay.batch import Row
+from qzoo.run import checkpoint
 
 ray = pytest.importorskip("ray")
 

@@ -114,7 +114,7 @@ CHILD = textwrap.dedent("""
         time.sleep(wait)
 
     node.Node.start_ray_processes = start_ray_processes
-    from qzoo.cli import entry
+    from qzoo.cli.main import entry
 
     entry()
 """)

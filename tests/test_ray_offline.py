@@ -18,10 +18,10 @@ from test_dopamine_format import episodes
 from test_ray import _one_error_line, _rows, kill_when_results, local_ray  # noqa: F401
 
 from qzoo import envs
-from qzoo.cli import main
-from qzoo.config import build_config
+from qzoo.cli.main import main
+from qzoo.config.schema import build_config
 from qzoo.distributed.dataset_shards import DatasetShard, data_rows, split
-from qzoo.offline.cli import dataset_checkpoints, open_dataset
+from qzoo.offline.dataset import dataset_checkpoints, open_dataset
 from qzoo.offline.writer import LoggedReplayWriter
 
 ray = pytest.importorskip("ray")

@@ -16,14 +16,15 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo import checkpoint, envs
-from qzoo.cli import main
-from qzoo.config import build_config
+from qzoo import envs
+from qzoo.cli.main import main
+from qzoo.config.schema import build_config
 from qzoo.distributed import workers
 from qzoo.distributed.recurrent import SequenceActorWorker, SequenceShard
 from qzoo.distributed.workers import CHUNK_STEPS
 from qzoo.replay.frames import FIRST, LAST
 from qzoo.replay.sequences import stacked_observations
+from qzoo.run import checkpoint
 
 ray = pytest.importorskip("ray")
 from test_ray import _one_error_line, _rows, local_ray  # noqa: F401  (the fixture)

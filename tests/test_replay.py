@@ -206,8 +206,8 @@ def test_a_checkpoint_of_the_old_layout_loads_and_new_ones_keep_it(tmp_path, num
     """A checkpoint file holding the separate flag array (the layout before packing)
     loads into the packed storage (6 actions) and the wide one (40): the same batches
     as the storage filled with the stream. A storage's own state is that layout."""
-    from qzoo import checkpoint
     from qzoo.replay.device import DeviceFrameStorage
+    from qzoo.run import checkpoint
 
     checkpoint.save(tmp_path / "old.safetensors", {"storage": old_layout_state()})
     saved = checkpoint.load(tmp_path / "old.safetensors")["storage"]

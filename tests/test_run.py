@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from qzoo.loop import WALL_CLOCK_COLUMNS
+from qzoo.run.trainer import WALL_CLOCK_COLUMNS
 
 DQN_ZOO_COLUMNS = [
     "iteration", "frame", "eval_episode_return", "train_episode_return",
@@ -126,9 +126,9 @@ def test_ctrl_c_then_resume_gives_the_same_results(reference_run, tmp_path):
 def test_state_round_trip_continues_identically(agent, extra, tmp_path):
     """Noise samples, taus, mixtures, priorities and beta all resume exactly from a
     checkpoint."""
-    from qzoo import checkpoint
-    from qzoo.config import build_config
-    from qzoo.loop import Trainer
+    from qzoo.config.schema import build_config
+    from qzoo.run import checkpoint
+    from qzoo.run.trainer import Trainer
 
     options = {"env": "CartPole-v1", "iterations": "3", "train_frames": "400",
                "eval_frames": "100", "replay_capacity": "1000",

@@ -20,9 +20,10 @@ import time
 import pytest
 import torch
 
-from qzoo import checkpoint, loop
-from qzoo.cli import main
+from qzoo.cli.main import main
 from qzoo.errors import Diverged
+from qzoo.run import checkpoint
+from qzoo.run import trainer as loop
 
 ARGS = ["--env", "CartPole-v1", "--iterations", "1", "--train-frames", "300", "--eval-frames",
         "100", "--replay-capacity", "1000", "--min-replay-capacity-fraction", "0.1",
@@ -278,7 +279,7 @@ def test_cut_results_csv_then_more_iterations_has_each_row_once(run_dir, capsys)
 
 
 def test_results_csv_takes_a_column_that_later_rows_add(tmp_path):
-    from qzoo.logs import CsvLog
+    from qzoo.run.logs import CsvLog
 
     log = CsvLog(tmp_path / "results.csv")
     rows = [{"iteration": 0, "loss": math.nan}, {"iteration": 1, "loss": 0.5, "new": 2}]
@@ -292,7 +293,7 @@ def test_results_csv_takes_a_column_that_later_rows_add(tmp_path):
 SLOW_SAVE = """
 import os, sys, time
 import numpy as np
-from qzoo import checkpoint
+from qzoo.run import checkpoint
 checkpoint.CHUNK_BYTES = 2**20
 write = os.write
 os.write = lambda fd, data: (time.sleep(0.05), write(fd, data))[1]
@@ -506,8 +507,8 @@ def test_divergence_stops_with_exit_3_and_keeps_the_last_good_checkpoint(
 def test_an_option_newer_than_the_run_is_compared_with_what_the_run_ran_with(tmp_path):
     """A run saved by a qzoo without --mlp-layers ran with its default (none): resuming
     it with --mlp-layers is refused as a change, resuming it as it was is not."""
-    from qzoo import config as config_lib
-    from qzoo.rundir import _differences
+    from qzoo.config import schema as config_lib
+    from qzoo.run.rundir import _differences
 
     current = dataclasses.asdict(config_lib.build_config("dqn", {"env": "CartPole-v1"}))
     old = {k: v for k, v in current.items() if k not in ("mlp_layers", "pin_threads")}

@@ -8,8 +8,8 @@ import pathlib
 import numpy as np
 import torch
 
-from qzoo.networks import NatureTorso, training_layout
-from qzoo.optim import CenteredRMSProp
+from qzoo.learning.optim import CenteredRMSProp
+from qzoo.networks.network import NatureTorso, training_layout
 
 
 def test_foreach_centered_rmsprop_equals_the_per_parameter_update_bit_for_bit():
@@ -140,7 +140,7 @@ def test_freed_batch_memory_is_reused_without_page_faults():
     code = """
 import resource, sys
 import numpy as np
-from qzoo import allocator
+from qzoo.run import allocator
 if sys.argv[1] == "keep":
     assert allocator.keep_freed_memory() and allocator.keep_freed_memory()
 def batch():  # s_tm1 and s_t of 32 stacked Atari states, 0.9 MB each, then freed

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from qzoo import envs
+from qzoo.acting.actor import EpisodeStats, Policy
+from qzoo.acting.explore import epsilon_greedy
 from qzoo.acting.ratio import UpdateSchedule
-from qzoo.actors import EpisodeStats, Policy
-from qzoo.config import build_config
+from qzoo.config.schema import build_config
 from qzoo.envs import EnvStep
-from qzoo.explore import epsilon_greedy
-from qzoo.networks import HostMlp, make_network
+from qzoo.networks.network import HostMlp, make_network
 
 
 def cartpole_network(**options):

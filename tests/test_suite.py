@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from qzoo import data
-from qzoo.cli import main
-from qzoo.config import build_config
+from qzoo.cli.main import main
+from qzoo.config.schema import build_config
 from qzoo.envs.scores import ATARI_SCORES
 from qzoo.tools import stats, suite
 from qzoo.tools import suite_report as report

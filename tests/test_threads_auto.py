@@ -10,9 +10,9 @@ import time
 import pytest
 import torch
 
-from qzoo import rundir, threads
-from qzoo.cli import main
-from qzoo.config import build_config
+from qzoo.cli.main import main
+from qzoo.config.schema import build_config
+from qzoo.run import rundir, threads
 
 # /proc/stat before and after a window: cpu0 busy all along (user + system), cpu1 idle
 # (idle + iowait). Columns: user nice system idle iowait irq softirq steal guest guest_nice.

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from qzoo.cli import main
+from qzoo.cli.main import main
 
 TINY = ["--iterations", "2", "--train-frames", "300", "--eval-frames", "100",
         "--replay-capacity", "1000", "--min-replay-capacity-fraction", "0.1",
@@ -164,7 +164,7 @@ def test_atari_screen_sees_what_the_vector_env_gives_the_agent(game):
     import numpy as np
     from ale_py.vector_env import AtariVectorEnv
 
-    from qzoo.config import build_config
+    from qzoo.config.schema import build_config
     from qzoo.tools.screen import AtariGame
 
     config = build_config("dqn", {"env": game})
@@ -308,7 +308,7 @@ BAD = [
 @pytest.fixture(scope="module")
 def folders(cartpole, tmp_path_factory):
     """A run and folders that are not runs, or hold broken networks."""
-    from qzoo import checkpoint
+    from qzoo.run import checkpoint
 
     base = tmp_path_factory.mktemp("bad")
     (base / "empty").mkdir()

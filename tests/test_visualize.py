@@ -11,11 +11,11 @@ import torch
 from analysis_runs import train
 from torch import nn
 
-from qzoo.cli import main
-from qzoo.config import Config
+from qzoo.cli.main import main
+from qzoo.config.schema import Config
 from qzoo.envs import EnvInfo
-from qzoo.heads import NetworkOutputs
-from qzoo.networks import make_network
+from qzoo.networks.heads import NetworkOutputs
+from qzoo.networks.network import make_network
 from qzoo.tools import saliency
 
 

@@ -19,7 +19,7 @@ valid transitions, not the serial rows.
 
 import numpy as np
 
-from qzoo.actors import Actor
+from qzoo.acting.actor import Actor
 from qzoo.replay.batch import Row
 from qzoo.replay.frames import FrameStacker
 

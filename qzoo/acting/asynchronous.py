@@ -45,11 +45,11 @@ import time
 
 import torch
 
+from qzoo.acting.actor import Policy
 from qzoo.acting.drivers import SerialDriver, run_phase
 from qzoo.acting.prefetch import Prefetcher
 from qzoo.acting.ratio import RatioGate
-from qzoo.actors import Policy
-from qzoo.threads import pinned, pinned_cores
+from qzoo.run.threads import pinned, pinned_cores
 
 
 class _LockedPolicy(Policy):

@@ -33,8 +33,8 @@ import time
 
 import numpy as np
 
+from qzoo.acting.actor import Actor, EpisodeStats, UnbiasedEwma
 from qzoo.acting.drivers import SerialDriver, run_phase
-from qzoo.actors import Actor, EpisodeStats, UnbiasedEwma
 from qzoo.envs.atari_batches import make_batches
 from qzoo.replay.batch import Row
 from qzoo.replay.frames import FrameStacker

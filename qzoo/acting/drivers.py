@@ -24,7 +24,7 @@ phase the learner waited at the ratio gate, 1 - rlpyt's OptThrottle; NaN otherwi
 import functools
 import math
 
-from qzoo.actors import Actor
+from qzoo.acting.actor import Actor
 
 
 def run_episodes(actor, progress, frame_t):

@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from qzoo.explore import LinearSchedule, apex_epsilons, log_spaced_epsilons
+from qzoo.acting.explore import LinearSchedule, apex_epsilons, log_spaced_epsilons
 
 
 def final_epsilons(config):

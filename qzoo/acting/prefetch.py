@@ -29,8 +29,8 @@ import threading
 
 import torch
 
-from qzoo.learner import autocast
-from qzoo.threads import pinned
+from qzoo.learning.learner import autocast
+from qzoo.run.threads import pinned
 
 
 class Prefetcher:

@@ -54,15 +54,15 @@ import traceback
 import numpy as np
 import torch
 
+from qzoo.acting.actor import Policy
 from qzoo.acting.asynchronous import AsyncDriver, note_unpinned, over_the_whole_phase
 from qzoo.acting.drivers import SerialDriver, run_phase
 from qzoo.acting.prefetch import Prefetcher
 from qzoo.acting.ratio import RatioGate
 from qzoo.acting.workers import _shared
-from qzoo.actors import Policy
 from qzoo.errors import UserError, WorkerDied
 from qzoo.replay.batch import Row
-from qzoo.threads import pinned, pinned_cores
+from qzoo.run.threads import pinned, pinned_cores
 
 SLOTS = 64  # agent steps the ring holds (fewer for large frames: `_slots`)
 _FIELDS = (("action", np.int64), ("reward", np.float32), ("first", bool), ("last", bool),

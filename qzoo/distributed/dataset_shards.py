@@ -28,7 +28,7 @@ import sys
 
 import numpy as np
 
-from qzoo.offline.cli import dataset_checkpoints
+from qzoo.offline.dataset import dataset_checkpoints
 from qzoo.offline.storage import DatasetStorage
 from qzoo.replay.samplers import MAX_DRAWS
 

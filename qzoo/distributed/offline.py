@@ -46,8 +46,8 @@ from qzoo.distributed.cluster import Faults, connect, lost_errors
 from qzoo.distributed.dataset_shards import DatasetShard, data_rows, split
 from qzoo.distributed.workers import EvalWorker, to_numpy
 from qzoo.errors import UserError
-from qzoo.loop import Trainer
 from qzoo.replay.batch import Batch
+from qzoo.run.trainer import Trainer
 
 PREFETCH = 2  # batches requested ahead per shard
 
@@ -183,7 +183,7 @@ class OfflineRayTrainer(Trainer):
 
     def _open_dataset(self, suffixes=None):
         """The chosen checkpoints (as the local run's), split across the shards."""
-        from qzoo.offline.cli import dataset_checkpoints, first_suffixes
+        from qzoo.offline.dataset import dataset_checkpoints, first_suffixes
 
         config = self.config
         if suffixes is None:

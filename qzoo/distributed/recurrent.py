@@ -35,9 +35,9 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from qzoo.acting.recurrent_policy import RecurrentInfo, RecurrentPolicy
 from qzoo.distributed.shards import ROW_FIELDS, ReplayShard
 from qzoo.distributed.workers import ActorWorker, EvalWorker, stack_rows
-from qzoo.recurrent_policy import RecurrentInfo, RecurrentPolicy
 from qzoo.replay.batch import Row
 from qzoo.replay.sequences import SequenceBatch
 

@@ -40,7 +40,7 @@ from qzoo.acting.ratio import updates_per_frame
 from qzoo.distributed.cluster import Faults, connect, lost_errors
 from qzoo.distributed.recurrent import worker_classes
 from qzoo.distributed.workers import CHUNK_STEPS, ray_epsilons, to_numpy
-from qzoo.loop import Trainer
+from qzoo.run.trainer import Trainer
 
 EMPTY = (0, 0, False, math.nan, None)  # a shard's stats before it answered (shards.py)
 PREFETCH = 2  # batches requested ahead from each shard

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from qzoo import losses
+from qzoo.learning import losses
 from qzoo.replay import Replay, make_sampler
 from qzoo.replay.batch import to_device
 from qzoo.replay.frames import FIRST, FrameStorage, bytes_per_transition, observation_shape

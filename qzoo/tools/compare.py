@@ -25,8 +25,8 @@ from qzoo.tools.args import integer_option
 
 
 def parser():
-    """The argument parser of `qzoo compare` (qzoo.cli.Parser: one-line errors)."""
-    from qzoo.cli import Parser
+    """The argument parser of `qzoo compare` (qzoo.cli.main.Parser: one-line errors)."""
+    from qzoo.cli.main import Parser
 
     p = Parser(
         prog="qzoo compare",
@@ -109,7 +109,7 @@ def main(argv):
 
 
 def _parse(argv):
-    from qzoo.cli import parse
+    from qzoo.cli.main import parse
 
     options = parse(parser(), argv)
     if not options["runs"]:

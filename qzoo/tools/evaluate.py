@@ -18,15 +18,16 @@ import math
 
 import numpy as np
 
-from qzoo import envs, threads
-from qzoo.actors import Policy
-from qzoo.config import option
+from qzoo import envs
+from qzoo.acting.actor import Policy
+from qzoo.config.options import Int
+from qzoo.config.schema import option
 from qzoo.envs.scores import normalized_return
 from qzoo.errors import UserError
-from qzoo.logs import progress_bar
-from qzoo.options import Int
 from qzoo.replay.frames import FrameStacker
-from qzoo.streams import Streams
+from qzoo.run import threads
+from qzoo.run.logs import progress_bar
+from qzoo.run.streams import Streams
 from qzoo.tools import args as args_lib
 from qzoo.tools.runs import acting_config, load_run
 

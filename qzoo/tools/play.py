@@ -23,9 +23,9 @@ import time
 
 import numpy as np
 
-from qzoo import threads
-from qzoo.config import option
-from qzoo.options import Int, Real
+from qzoo.config.options import Int, Real
+from qzoo.config.schema import option
+from qzoo.run import threads
 from qzoo.tools import args as args_lib
 from qzoo.tools.runs import acting_config, load_run
 from qzoo.tools.screen import Agent, Screen

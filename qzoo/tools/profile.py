@@ -29,12 +29,13 @@ import time
 
 import numpy as np
 
-from qzoo import config as config_lib
-from qzoo import envs, threads
-from qzoo.config import option
+from qzoo import envs
+from qzoo.config import schema as config_lib
+from qzoo.config.options import Choice, Int, Text
+from qzoo.config.schema import option
 from qzoo.errors import UserError, closest
-from qzoo.logs import progress_bar
-from qzoo.options import Choice, Int, Text
+from qzoo.run import threads
+from qzoo.run.logs import progress_bar
 
 KINDS = ("train", "act", "env")
 # Default --steps: each well under a minute on Pong on one CPU core (timed + profiled).
@@ -155,10 +156,10 @@ class ActWork(Work):
     """An evaluation actor: the environment and greedy actions of a fresh network."""
 
     def __init__(self, config):
-        from qzoo.actors import Actor, Policy
-        from qzoo.networks import make_network
+        from qzoo.acting.actor import Actor, Policy
+        from qzoo.networks.network import make_network
         from qzoo.replay.frames import observation_shape
-        from qzoo.streams import Streams
+        from qzoo.run.streams import Streams
 
         info = envs.describe(config)
         network = make_network(config, info, observation_shape(info.frame_shape,
@@ -184,7 +185,7 @@ class TrainWork(Work):
     learning starts."""
 
     def __init__(self, config):
-        from qzoo.loop import Trainer
+        from qzoo.run.trainer import Trainer
 
         self.trainer = Trainer(config)
         self.step_frames = config.action_repeats * config.num_envs

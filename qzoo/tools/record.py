@@ -19,11 +19,11 @@ import tempfile
 
 import numpy as np
 
-from qzoo import threads
-from qzoo.config import option
+from qzoo.config.options import Bool, Int
+from qzoo.config.schema import option
 from qzoo.errors import UserError
-from qzoo.logs import progress_bar
-from qzoo.options import Bool, Int
+from qzoo.run import threads
+from qzoo.run.logs import progress_bar
 from qzoo.tools import args as args_lib
 from qzoo.tools.runs import acting_config, load_run
 from qzoo.tools.screen import Agent, Screen, scale_picture

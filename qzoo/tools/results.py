@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from qzoo.checkpoint import atomic_write
 from qzoo.errors import UserError
+from qzoo.run.checkpoint import atomic_write
 from qzoo.tools.runs import config_from_dict
 
 # What makes a CSV a qzoo results.csv: DQN Zoo's first columns.

@@ -9,12 +9,13 @@ from typing import NamedTuple
 
 import torch
 
-from qzoo import checkpoint, envs
-from qzoo.config import Config
+from qzoo import envs
+from qzoo.config.schema import Config
 from qzoo.errors import UserError
-from qzoo.networks import make_network
+from qzoo.networks.network import make_network
 from qzoo.replay.frames import observation_shape
-from qzoo.rundir import CHECKPOINT, NETWORKS, network_path
+from qzoo.run import checkpoint
+from qzoo.run.rundir import CHECKPOINT, NETWORKS, network_path
 
 
 class Run(NamedTuple):

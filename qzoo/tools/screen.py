@@ -20,9 +20,9 @@ import warnings
 import numpy as np
 import torch
 
-from qzoo.explore import epsilon_greedy
+from qzoo.acting.explore import epsilon_greedy
 from qzoo.replay.frames import FrameStacker
-from qzoo.streams import Streams
+from qzoo.run.streams import Streams
 
 # `obs`: the stacked observation the agent acts on, [1, ...]; `pictures`: the RGB
 # frames [H, W, 3] uint8 the step showed (four per Atari step, one elsewhere).

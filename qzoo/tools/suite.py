@@ -34,9 +34,9 @@ import subprocess
 import sys
 import time
 
-from qzoo.config import option
+from qzoo.config.options import Bool, Int, Real, Text
+from qzoo.config.schema import option
 from qzoo.errors import UserError, shown
-from qzoo.options import Bool, Int, Real, Text
 
 DONE = "DONE"  # written in a run folder when its `qzoo train` ended well (runs/lane.sh's too)
 ATARI100K = "atari100k"
@@ -178,8 +178,8 @@ def check_extra(extra):
 def train_config(agent, game, seed, folder, extra):
     """The Config `qzoo train` would build from the run's command, checked as it checks
     it (UserError, one line, before any run starts)."""
-    from qzoo import cli
-    from qzoo.config import build_config
+    from qzoo.cli import main as cli
+    from qzoo.config.schema import build_config
 
     argv = [agent, "--env", game, "--seed", str(seed), "--run-dir", folder, *extra]
     options = cli.parse(cli.train_parser(agent, argv), argv)
@@ -190,8 +190,8 @@ def train_config(agent, game, seed, folder, extra):
 def plan(options, extra):
     """The suite's runs, in order (seed, then agent, then game: one seed of every game
     comes first), each with its checked config and command. UserError on bad input."""
-    from qzoo import config as config_lib
     from qzoo import envs
+    from qzoo.config import schema as config_lib
 
     if options.agents is None:
         raise UserError("suite needs --agents, e.g. --agents drq_eps (qzoo agents lists them)")
@@ -284,8 +284,9 @@ def run_threads(config):
     """(PyTorch threads the run uses, whether the suite may choose them): --threads N,
     OMP_NUM_THREADS where set, 1 where auto picks 1 (small networks, a GPU, pinned or
     forking runs), else auto's count, which the suite sets."""
-    from qzoo import envs, threads
-    from qzoo.options import resolved_torso
+    from qzoo import envs
+    from qzoo.config.options import resolved_torso
+    from qzoo.run import threads
 
     if config.threads:
         return config.threads, False
@@ -312,7 +313,7 @@ def peak_memory(config):
     """qzoo's estimate of the run's peak memory in bytes (loop.check_peak_memory), None
     where the run does not fit even alone (its own start then says so)."""
     from qzoo import envs
-    from qzoo.loop import check_peak_memory
+    from qzoo.run.trainer import check_peak_memory
 
     try:
         return check_peak_memory(config, envs.describe(config))
@@ -327,8 +328,9 @@ def choose_jobs(todo, jobs):
         return jobs, "--jobs"
     if not todo:
         return 1, "nothing to run"
-    from qzoo import envs, threads
-    from qzoo.loop import _available_memory
+    from qzoo import envs
+    from qzoo.run import threads
+    from qzoo.run.trainer import _available_memory
 
     cores = threads.usable_cores()
     per_run = max(run_threads(r.config)[0] for r in todo)
@@ -354,7 +356,7 @@ def choose_jobs(todo, jobs):
 def share_threads(todo, jobs):
     """Sets each run's thread count; where auto's would exceed 1, the usable cores
     shared out between the runs at once (OMP_NUM_THREADS, which --threads auto follows)."""
-    from qzoo import threads
+    from qzoo.run import threads
 
     cores = threads.usable_cores()
     for run in todo:

@@ -26,9 +26,9 @@ import time
 
 import numpy as np
 
-from qzoo.config import option
+from qzoo.config.options import Int, Text
+from qzoo.config.schema import option
 from qzoo.errors import UserError
-from qzoo.options import Int, Text
 from qzoo.tools import args as args_lib
 from qzoo.tools import stats
 

@@ -30,8 +30,8 @@ EXTENSIONS = (".html", ".png")
 
 
 def parser():
-    """The argument parser of `qzoo visualize` (qzoo.cli.Parser: one-line errors)."""
-    from qzoo.cli import Parser
+    """The argument parser of `qzoo visualize` (qzoo.cli.main.Parser: one-line errors)."""
+    from qzoo.cli.main import Parser
 
     p = Parser(
         prog="qzoo visualize",
@@ -56,8 +56,8 @@ def parser():
 
 def main(argv):
     """`qzoo visualize` with the arguments after the command; UserError on bad input."""
-    from qzoo import threads
-    from qzoo.cli import parse
+    from qzoo.cli.main import parse
+    from qzoo.run import threads
     from qzoo.tools import results
     from qzoo.tools.runs import load_run
 
@@ -84,7 +84,7 @@ def play_episode(run, steps, seed):
     """The stacked observations [T, ...] of one episode (at most `steps`) played by the
     run's network at its eval epsilon, and the episode's return so far."""
     from qzoo import envs
-    from qzoo.actors import Policy
+    from qzoo.acting.actor import Policy
     from qzoo.replay.frames import FrameStacker
 
     config, info = run.config, run.info

@@ -19,9 +19,9 @@ from typing import NamedTuple
 
 import torch
 
-from qzoo import losses
-from qzoo.draws import uniform
-from qzoo.heads import mix_heads, random_convex_combination
+from qzoo.learning import losses
+from qzoo.learning.draws import uniform
+from qzoo.networks.heads import mix_heads, random_convex_combination
 
 
 class LossOutput(NamedTuple):

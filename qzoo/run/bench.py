@@ -16,9 +16,9 @@ import time
 import numpy as np
 import torch
 
-from qzoo.config import PRESETS, Config, build_config, option
-from qzoo.options import Choice, Int, Real, Text, bad_value
-from qzoo.threads import usable_cores
+from qzoo.config.options import Choice, Int, Real, Text, bad_value
+from qzoo.config.schema import PRESETS, Config, build_config, option
+from qzoo.run.threads import usable_cores
 
 _COMPRESSION = {f.name: f for f in dataclasses.fields(Config)}["replay_compression"].metadata
 
@@ -205,7 +205,7 @@ def bench_train(agent="dqn", env="pong", frames=20_000, warmup_transitions=5_000
     """Training throughput with the standard settings, after learning has started.
 
     `options` are train options (text or values), as for config.build_config."""
-    from qzoo import threads
+    from qzoo.run import threads
 
     options = {"progress": False, "tensorboard": False, **options, "env": env}
     config = build_config(agent, options)
@@ -225,7 +225,7 @@ def check_train_bench(config, warmup_transitions):
 def measure_train(config, frames, warmup_transitions):
     """`frames` frames of training under `config`, timed once the replay holds
     `warmup_transitions` transitions; emits and returns the rates."""
-    from qzoo.loop import Trainer
+    from qzoo.run.trainer import Trainer
 
     check_train_bench(config, warmup_transitions)
     agent = config.agent

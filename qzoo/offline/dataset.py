@@ -23,10 +23,10 @@ import tempfile
 
 import numpy as np
 
-from qzoo.checkpoint import atomic_write
 from qzoo.errors import UserError
 from qzoo.offline import dopamine
 from qzoo.offline.storage import DatasetStorage
+from qzoo.run.checkpoint import atomic_write
 
 QZOO_FORMAT = "qzoo-dqn-replay-1"
 
@@ -107,7 +107,7 @@ def to_qzoo(src, dst, quiet=False, announce=None):
     manifest is written last, so an interrupted conversion is redone whole. Every file
     is checked first (whole: read_shape) and `dst` found writable, so that a bad dataset
     is refused before anything is written or the line `announce` printed."""
-    from qzoo.logs import progress_bar
+    from qzoo.run.logs import progress_bar
 
     src = replay_logs(src)
     found = dopamine.suffixes(src)
@@ -205,7 +205,7 @@ def to_dopamine(src, dst):
 
 def main(argv):
     """`qzoo dataset info DIR [--json]` and `qzoo dataset convert SRC DST --to ...`."""
-    from qzoo.cli import Parser, parse
+    from qzoo.cli.main import Parser, parse
 
     parser = Parser(prog="qzoo dataset", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", metavar="info|convert")

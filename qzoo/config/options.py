@@ -12,7 +12,7 @@ value that fails raises UserError: `--name: bad value X; expected ...`.
 import dataclasses
 import math
 
-from qzoo import options_features as features
+from qzoo.config import rules as features
 from qzoo.errors import UserError, bad_value, closest, flag, shown
 
 

@@ -20,10 +20,10 @@ import json
 import os
 import sys
 
-from qzoo import options as options_lib
+from qzoo.config import options as options_lib
+from qzoo.config.options import Bool, Choice, Int, Real, Text, Widths
+from qzoo.config.presets import DOMAIN_DEFAULTS, PRESETS  # the layers below; data, in their module
 from qzoo.errors import UserError, closest
-from qzoo.options import Bool, Choice, Int, Real, Text, Widths
-from qzoo.presets import DOMAIN_DEFAULTS, PRESETS  # the layers below; data, in their module
 
 GROUPS = ("env", "network", "loss", "replay", "optimizer", "schedule", "run")
 

@@ -29,10 +29,11 @@ import sys
 
 import torch
 
-from qzoo import checkpoint, envs, folder, logs, threads
-from qzoo import config as config_lib
+from qzoo import envs
+from qzoo.config import schema as config_lib
 from qzoo.errors import Diverged, UserError, WorkerDied
-from qzoo.lock import RunLock
+from qzoo.run import checkpoint, folder, logs, threads
+from qzoo.run.lock import RunLock
 
 CHECKPOINT = os.path.join("checkpoints", "latest.safetensors")
 # The online network alone, per iteration (--snapshot-interval): what `qzoo eval
@@ -75,7 +76,7 @@ def train(config, accept_changes=None, notes=()):
     if accept_changes is None:
         accept_changes = parse_accept(config.accept_changes)
     run_dir = config.run_dir or config_lib.default_run_dir(config)
-    from qzoo.loop import check_run
+    from qzoo.run.trainer import check_run
 
     # Before anything is written: a run the machine cannot hold, or whose options the
     # environment rules out, is refused at once.
@@ -275,7 +276,7 @@ class _Run:
 
     def make_trainer(self, state):
         """A Trainer for the config, with the checkpoint's state when there is one."""
-        from qzoo.loop import Trainer
+        from qzoo.run.trainer import Trainer
 
         make = Trainer
         if self.config.ray:  # the learner of a Ray run (issue 14)
@@ -303,7 +304,7 @@ class _Run:
     def train(self, trainer):
         """Runs the remaining iterations; after each, saves the checkpoint, then
         rebuilds results.csv from it."""
-        from qzoo.loop import run
+        from qzoo.run.trainer import run
 
         config, tb_log = self.config, None
         if config.tensorboard:

@@ -14,10 +14,10 @@ import threading
 import numpy as np
 import torch
 
-from qzoo.augmentation import Augmented
-from qzoo.networks import make_network
-from qzoo.objectives import make_objective
-from qzoo.optim import clip_by_global_norm_, make_optimizer
+from qzoo.learning.augmentation import Augmented
+from qzoo.learning.objectives import make_objective
+from qzoo.learning.optim import clip_by_global_norm_, make_optimizer
+from qzoo.networks.network import make_network
 
 
 def autocast(precision, device):
@@ -54,7 +54,7 @@ class Learner:
         # --compile: the gradient step as one compiled graph (compiled.py).
         self._compiled = None
         if config.compile:
-            from qzoo.compiled import CompiledUpdate
+            from qzoo.learning.compiled import CompiledUpdate
 
             self._compiled = CompiledUpdate(
                 self.online, self.target, self.objective, self.optimizer,

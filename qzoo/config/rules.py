@@ -52,7 +52,7 @@ def check_preset_recurrence(config, given):
     counts sequences of --sequence-steps steps, and its value rescaling stands in for
     reward clipping (--max-abs-reward 1e9), so a feed-forward learner with its values
     would update about 80 times less often than DQN, on unclipped rewards."""
-    from qzoo.presets import PRESETS
+    from qzoo.config.presets import PRESETS
 
     preset = PRESETS[config.agent]["overrides"]
     if "recurrent" in given and not config.recurrent and preset.get("recurrent"):

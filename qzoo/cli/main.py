@@ -17,12 +17,12 @@ import os
 import sys
 
 import qzoo
-from qzoo import allocator
-from qzoo import config as config_lib
-from qzoo import options as options_lib
-from qzoo.config import build_config
+from qzoo.config import options as options_lib
+from qzoo.config import schema as config_lib
+from qzoo.config.options import Bool, flag, shown
+from qzoo.config.schema import build_config
 from qzoo.errors import Diverged, UserError, closest
-from qzoo.options import Bool, flag, shown
+from qzoo.run import allocator
 
 COMMANDS = {
     "train": "train an agent, or resume its run folder",
@@ -41,7 +41,7 @@ TOOLS = {
     "compare": ("qzoo.tools.compare", "IQM, median, mean, optimality gap with bootstrap CIs"),
     "visualize": ("qzoo.tools.visualize", "what the network responds to: saliency, filters"),
     "profile": ("qzoo.tools.profile", "where the time goes: train, act or env"),
-    "dataset": ("qzoo.offline.cli", "DQN Replay Dataset: info, convert"),
+    "dataset": ("qzoo.offline.dataset", "DQN Replay Dataset: info, convert"),
     "suite": ("qzoo.tools.suite", "agents x games x seeds as parallel, resumable runs; report"),
 }
 
@@ -214,7 +214,7 @@ def train_parser(agent, argv):
 
 def train_command(argv):
     """`qzoo train AGENT [options]`: parse, check everything, then train."""
-    from qzoo import threads
+    from qzoo.run import threads
 
     first = argv[0] if argv and not argv[0].startswith("-") else None
     if first is not None:
@@ -224,7 +224,7 @@ def train_command(argv):
     if agent is None:
         raise UserError(f"train needs an agent; expected one of {', '.join(config_lib.PRESETS)}")
     config = build_config(agent, options, strict=True)
-    from qzoo import rundir
+    from qzoo.run import rundir
 
     run_dir, notes = config.run_dir or config_lib.default_run_dir(config), []
     threads.apply(config, rundir.saved_threads(run_dir), notes)  # a resume keeps its count
@@ -245,7 +245,7 @@ def agents():
 
 def bench_command(argv):
     """`qzoo bench replay [options]` or `qzoo bench train [train options]`."""
-    from qzoo import bench
+    from qzoo.run import bench
 
     kind = argv[0] if argv else None
     usage = {
@@ -271,7 +271,7 @@ def bench_command(argv):
 
 
 def _bench_replay(parser, argv):
-    from qzoo import bench
+    from qzoo.run import bench
 
     fields = {f.name: f for f in dataclasses.fields(bench.ReplayBench)}
     values = dataclasses.asdict(bench.ReplayBench())
@@ -283,7 +283,7 @@ def _bench_replay(parser, argv):
 
 
 def _bench_train(parser, argv):
-    from qzoo import bench, threads
+    from qzoo.run import bench, threads
 
     own = {f.name: f for f in dataclasses.fields(bench.TrainBench)}
     own_values = dataclasses.asdict(bench.TrainBench())

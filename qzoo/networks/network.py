@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from qzoo.heads import CosineEmbedding, Head, NetworkOutputs
+from qzoo.networks.heads import CosineEmbedding, Head, NetworkOutputs
 
 
 def legacy_init_(module):
@@ -323,7 +323,7 @@ class SeparateNetworks(nn.Module):
 def make_network(config, info, observation_shape):
     """The network for `config` on an environment described by `info`."""
     if config.recurrent:  # R2D1's recurrent network (recurrent.py)
-        from qzoo.recurrent import make_recurrent_network
+        from qzoo.networks.recurrent import make_recurrent_network
 
         return make_recurrent_network(config, info, observation_shape)
     if config.num_heads > 1 and config.separate_networks:

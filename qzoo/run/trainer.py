@@ -35,18 +35,20 @@ import time
 import numpy as np
 import torch
 
-from qzoo import allocator, envs, recurrent_policy
+from qzoo import envs
+from qzoo.acting import recurrent_policy
+from qzoo.acting.actor import EpisodeStats, Policy
 from qzoo.acting.drivers import make_driver, run_episodes, run_phase
 from qzoo.acting.epsilon import training_epsilon
+from qzoo.acting.explore import LinearSchedule
 from qzoo.acting.ratio import UpdateSchedule, updates_per_frame
-from qzoo.actors import EpisodeStats, Policy
 from qzoo.envs.scores import normalized_columns
 from qzoo.errors import Diverged, UserError
-from qzoo.explore import LinearSchedule
-from qzoo.learner import Learner
+from qzoo.learning.learner import Learner
 from qzoo.replay import Replay, UniformSampler, make_replay, replay_bytes_needed
 from qzoo.replay.frames import observation_shape
-from qzoo.streams import Streams
+from qzoo.run import allocator
+from qzoo.run.streams import Streams
 
 
 def resolve_device(name):
@@ -78,7 +80,7 @@ def check_run(config, info):
         )
     if config.offline:
         from qzoo.offline import dopamine
-        from qzoo.offline.cli import replay_logs
+        from qzoo.offline.dataset import replay_logs
 
         layout = os.path.join(config.offline, "dataset.json")
         if not os.path.isdir(config.offline) or (
@@ -88,7 +90,7 @@ def check_run(config, info):
                 f"--offline {config.offline}: no DQN Replay Dataset there (neither "
                 "*_ckpt.N.gz files nor `qzoo dataset convert`'s dataset.json)"
             )
-        from qzoo.offline.cli import dataset_suffixes
+        from qzoo.offline.dataset import dataset_suffixes
 
         dataset_suffixes(config.offline, config.offline_checkpoints, config.offline_reload)
     return check_peak_memory(config, info)
@@ -141,7 +143,7 @@ class Trainer:
             self._ahead = SampleAhead()
         self.captured = None  # --capture: the whole update as one graph (captured.py)
         if config.capture:
-            from qzoo.captured import CapturedUpdate
+            from qzoo.learning.captured import CapturedUpdate
 
             self.captured = CapturedUpdate(self.learner, self.replay, config.batch_size)
         self.updates = UpdateSchedule(updates_per_frame(config),
@@ -187,7 +189,7 @@ class Trainer:
     def _open_dataset(self, suffixes=None):
         """All the chosen checkpoints at once (default), or `suffixes`, sampled as
         batch_rl does (one checkpoint per batch) when --offline-reload is set."""
-        from qzoo.offline.cli import first_suffixes, open_dataset
+        from qzoo.offline.dataset import first_suffixes, open_dataset
         from qzoo.offline.storage import CheckpointPerBatchSampler
 
         config = self.config
@@ -234,7 +236,7 @@ class Trainer:
         update per 16 frames)."""
         config = self.config
         if config.offline_reload:  # batch_rl reloads N random checkpoints every iteration
-            from qzoo.offline.cli import dataset_suffixes
+            from qzoo.offline.dataset import dataset_suffixes
 
             found = dataset_suffixes(config.offline, config.offline_checkpoints)
             rng = self.streams.replay.numpy

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from qzoo.explore import epsilon_greedy
+from qzoo.acting.explore import epsilon_greedy
 
 
 class RecurrentInfo(NamedTuple):

@@ -17,11 +17,12 @@ import time
 import numpy as np
 import torch
 
-from qzoo import draws, envs
+from qzoo import envs
 from qzoo.acting.epsilon import decorrelate
-from qzoo.explore import epsilon_greedy
-from qzoo.heads import mix_heads, random_convex_combination
-from qzoo.networks import HostMlp
+from qzoo.acting.explore import epsilon_greedy
+from qzoo.learning import draws
+from qzoo.networks.heads import mix_heads, random_convex_combination
+from qzoo.networks.network import HostMlp
 from qzoo.replay.batch import Row
 from qzoo.replay.frames import FrameStacker
 

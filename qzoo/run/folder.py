@@ -6,7 +6,7 @@ import dataclasses
 import json
 import os
 
-from qzoo import config as config_lib
+from qzoo.config import schema as config_lib
 from qzoo.errors import UserError
 
 QZOO_NAMES = ("config.json", "results.csv", "checkpoints", "tensorboard", "videos", ".lock")

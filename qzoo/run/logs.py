@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 
-from qzoo.checkpoint import atomic_write
 from qzoo.errors import UserError
+from qzoo.run.checkpoint import atomic_write
 
 
 class CsvLog:

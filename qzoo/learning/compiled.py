@@ -24,8 +24,8 @@ import types
 import torch
 from torch import nn
 
-from qzoo import draws, optim
-from qzoo.learner import autocast
+from qzoo.learning import draws, optim
+from qzoo.learning.learner import autocast
 
 
 class _Pair(nn.Module):
