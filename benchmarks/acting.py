@@ -23,7 +23,7 @@ import time
 import numpy as np
 import torch
 
-from qzoo.config.schema import build_config
+from qzoo.config import build_config
 from qzoo.run import threads as qzoo_threads
 from qzoo.run.trainer import Trainer
 
@@ -42,7 +42,7 @@ def measure(env, mode, num_envs, steps, workers, ratio, device, min_replay, thre
     warm = (min_replay // num_envs + 2) * frames_per_step
     trainer.train_phase(warm)
     trainer.learner.pop_statistics()
-    sampled, collected = trainer.transitions_sampled, trainer.transitions_collected
+    sampled, collected = trainer.updates.transitions_sampled, trainer.updates.transitions_collected
     # Steady state: the clock starts once the phase's environments are built and reset
     # (ale-py builds and resets 32 games in seconds to tens of seconds on a loaded machine).
     actor, started = trainer.driver.actor, []
@@ -51,8 +51,8 @@ def measure(env, mode, num_envs, steps, workers, ratio, device, min_replay, thre
     stats = trainer.train_phase(steps * frames_per_step)
     seconds = time.perf_counter() - started[0]
     updates = trainer.learner.pop_statistics()["num_updates"]
-    new_sampled = trainer.transitions_sampled - sampled
-    new_collected = trainer.transitions_collected - collected
+    new_sampled = trainer.updates.transitions_sampled - sampled
+    new_collected = trainer.updates.transitions_collected - collected
     return {"name": "acting_steps_per_second", "env": env, "acting": mode, "num_envs": num_envs,
             "actor_workers": int(options.get("actor_workers", 1)), "device": str(trainer.learner.device),
             "value": new_collected / seconds, "unit": "agent steps/s",

@@ -14,7 +14,7 @@ import sys
 CHILD = """
 import sys
 from qzoo.run import allocator
-from qzoo.cli import main as cli
+from qzoo.cli import parser as cli
 if sys.argv[1] == "default":
     allocator._done = True
 sys.exit(cli.main(["bench", "replay"] + sys.argv[2:]))

@@ -106,7 +106,7 @@ def settings(args):
 
 
 def trainer_for(agent, num_envs, options, s):
-    from qzoo.config.schema import build_config
+    from qzoo.config import build_config
     from qzoo.run.trainer import Trainer
 
     base = {
@@ -196,7 +196,7 @@ def time_parts(trainer):
 
         return call
 
-    trainer._learn = timed("learn", trainer._learn)
+    trainer.updates.learn_due = timed("learn", trainer.updates.learn_due)
     actor = trainer.actor
     actor.policy = _TimedPolicy(actor.policy, timed)
     make_env = actor.make_env

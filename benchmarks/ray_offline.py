@@ -6,7 +6,7 @@ Dataset, as JSON lines.
 
 Writes the dataset as benchmarks/offline.py does (--reuse keeps FOLDER's), starts a
 local Ray instance with this machine's cores, and builds, side by side, the local
-offline Trainer and one OfflineRayTrainer per --shards K (qzoo/distributed/offline.py:
+offline Trainer and one on Ray per --shards K (qzoo/distributed/offline.py:
 the dataset split across K shard processes, batches prefetched). Each is warmed up
 (100 updates), then the modes are measured in turn, round after round, each round
 starting one mode later (A B C, B C A, C A B), so that a change of the shared
@@ -37,9 +37,8 @@ def emit(name, value, unit, **configuration):
 
 
 def build(folder, shards):
-    """The local Trainer (shards 0) or an OfflineRayTrainer over `shards` shards."""
-    from qzoo.config.schema import build_config
-    from qzoo.distributed.offline import OfflineRayTrainer
+    """The local Trainer (shards 0) or one over `shards` Ray shards."""
+    from qzoo.config import build_config
     from qzoo.run.trainer import Trainer
 
     options = {"env": "pong", "offline": os.path.join(folder, "q"), "progress": "false",
@@ -47,7 +46,7 @@ def build(folder, shards):
     if not shards:
         return Trainer(build_config("dqn", options))
     options.update(ray="true", replay_shards=str(shards))
-    return OfflineRayTrainer(build_config("dqn", options))
+    return Trainer(build_config("dqn", options))
 
 
 def train_rate(trainer, frames):

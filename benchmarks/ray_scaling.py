@@ -5,7 +5,7 @@
 
 For each actor count N it starts a local Ray instance with max(N, cores) logical CPUs
 (so 8 actors may share 2 cores: the figures then show what oversubscription costs),
-builds the run's RayTrainer (qzoo/distributed/) with N actors and min(N, --shards)
+builds the run's Ray driver (qzoo/distributed/driver.py) with N actors and min(N, --shards)
 replay shards, lets every actor send a few chunks (warm-up: processes start, torch
 imports), then measures for --seconds:
 
@@ -32,10 +32,10 @@ import ray
 import torch
 
 from qzoo import envs
-from qzoo.config.schema import build_config
+from qzoo.config import build_config
 from qzoo.distributed.cluster import machine_cpus
-from qzoo.distributed.trainer import RayTrainer
 from qzoo.distributed.workers import CHUNK_STEPS, to_numpy
+from qzoo.run.trainer import Trainer
 
 
 def chunk_bytes_per_transition(config, info):
@@ -62,7 +62,8 @@ def measure(args, actors):
     ray.init(num_cpus=max(actors, machine_cpus()), include_dashboard=False,
              log_to_driver=False, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})  # fmt: skip
     try:
-        trainer = RayTrainer(config, info)
+        run = Trainer(config, info)
+        trainer = run.driver  # the Ray loop itself
         # Warm-up: every process started, and in train mode the replay's minimum fill.
         trainer.collect_until(3 * actors * trainer.chunk_frames)
         while args.mode == "train" and trainer.learn_start_frame is None:
@@ -74,11 +75,11 @@ def measure(args, actors):
         elapsed = time.perf_counter() - started
         frames, updates = trainer.frame_t - frames, trainer.updates - updates
         transitions = frames / config.action_repeats
-        weights = sum(a.nbytes for a in to_numpy(trainer.learner.weights()).values())
+        weights = sum(a.nbytes for a in to_numpy(run.learner.weights()).values())
         start = trainer.learn_start_frame
         ratio = (trainer.updates * config.batch_size * config.action_repeats
                  / (trainer.frame_t - start)) if start is not None else None  # fmt: skip
-        trainer.finish()
+        run.finish()
     finally:
         ray.shutdown()
     return {

@@ -22,8 +22,9 @@ import os
 import sys
 import time
 
-from qzoo.acting.actor import EpisodeStats, Policy, UnbiasedEwma
-from qzoo.config.schema import build_config
+from qzoo.acting.actor import EpisodeStats, UnbiasedEwma
+from qzoo.acting.policy import Policy
+from qzoo.config import build_config
 from qzoo.replay.frames import FrameStacker
 from qzoo.run import threads as qzoo_threads
 from qzoo.run.trainer import Trainer

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from qzoo.config.schema import Config
+from qzoo.config import Config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--iterations", "2", "--train-frames", "300", "--eval-frames", "200",

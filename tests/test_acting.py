@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo.acting.actor import Actor, Policy
-from qzoo.acting.epsilon import decorrelate, final_epsilons, training_epsilon
-from qzoo.acting.explore import LinearSchedule
+from qzoo.acting.actor import Actor
+from qzoo.acting.exploration import decorrelate, final_epsilons, training_epsilon
+from qzoo.acting.policy import Policy
 from qzoo.acting.ratio import RatioGate, UpdateSchedule, updates_per_frame
+from qzoo.acting.schedule import LinearSchedule
 from qzoo.cli.main import main
-from qzoo.config.schema import make_config
+from qzoo.config import make_config
 from qzoo.envs import EnvStep, first_step
 from qzoo.learning.learner import Learner
 from qzoo.run import checkpoint
@@ -82,16 +83,16 @@ def test_replay_ratio_and_learn_period_are_one_rule():
 def test_replay_ratio_logged_is_transitions_sampled_per_transition_collected():
     trainer = Trainer(cartpole(replay_ratio=4.0, learn_period=None, iterations=1))
     learning_from = []  # the frame count before the first step that learned
-    learn = trainer._learn
-    trainer._learn = lambda old, new: (learning_from or learning_from.extend(
-        [old] if trainer.can_learn() else []), learn(old, new))  # fmt: skip
+    learn = trainer.updates.learn_due
+    trainer.updates.learn_due = lambda old, new: (learning_from or learning_from.extend(
+        [old] if trainer.updates.can_learn() else []), learn(old, new))  # fmt: skip
     rows = [trainer.run_iteration() for _ in range(2)]
     # CartPole: batch 64, one frame per step; R 4 = one update per 64 / 4 = 16 frames
     # once the replay can learn (rlpyt's CumReplayRatio counts the warm-up too).
-    collected, updates = trainer.transitions_collected, rows[1]["train_num_updates"]
+    collected, updates = trainer.updates.transitions_collected, rows[1]["train_num_updates"]
     assert collected == trainer.frame_t  # one transition per frame here
     assert updates == collected // 16 - learning_from[0] // 16
-    assert trainer.transitions_sampled == 64 * updates
+    assert trainer.updates.transitions_sampled == 64 * updates
     assert rows[1]["replay_ratio"] == 64 * updates / collected
     assert rows[0]["replay_ratio"] != rows[0]["replay_ratio"]  # NaN before any acting
 
@@ -180,7 +181,7 @@ def test_decorrelated_training_stores_valid_transitions_and_logs_per_env_epsilon
     )
     assert_cartpole_transitions(trainer.replay)
     # The row shows the mean of the per-environment epsilons.
-    expected = np.mean(trainer.train_epsilon(trainer.frame_t))
+    expected = np.mean(trainer.driver.parts.train_epsilon(trainer.frame_t))
     assert float(rows[1]["train_exploration_epsilon"]) == pytest.approx(expected)
 
 
@@ -243,8 +244,8 @@ def test_async_holds_the_replay_ratio_both_ways_and_stores_valid_transitions(
     trainer.learner.target.register_forward_hook(lambda *_: targets.append(
         threading.current_thread().name) or record())  # fmt: skip
     trainer.learner.online.register_forward_hook(record)
-    store = trainer.store  # called in the actor's thread
-    trainer.store = lambda *args: record() or store(*args)
+    store = trainer.updates.store  # called in the actor's thread
+    trainer.updates.store = lambda *args: record() or store(*args)
     cores = os.sched_getaffinity(0)
     rows = [trainer.run_iteration() for _ in range(2)]
     assert 0 <= rows[1]["learner_wait_fraction"] < 1

@@ -12,7 +12,7 @@ import torch
 
 from qzoo import envs
 from qzoo.acting import process
-from qzoo.config.schema import make_config
+from qzoo.config import make_config
 from qzoo.errors import WorkerDied
 from qzoo.networks.network import make_network
 from qzoo.replay.batch import Row
@@ -121,7 +121,7 @@ def test_a_phase_stores_every_row_and_holds_the_replay_ratio():
     before = trainer.streams.actor.state_dict()["numpy"]
     rows = [trainer.run_iteration() for _ in range(3)]
     # Every frame the actor took is stored: one transition per agent step.
-    assert trainer.transitions_collected == trainer.frame_t // trainer.config.action_repeats
+    assert trainer.updates.transitions_collected == trainer.frame_t // trainer.config.action_repeats
     assert trainer.frame_t >= 2 * CARTPOLE["train_frames"]
     # ... and each episode's final observation as a row of its own (but for an
     # episode ending on a phase's last step).
@@ -129,7 +129,7 @@ def test_a_phase_stores_every_row_and_holds_the_replay_ratio():
     assert abs(trainer.replay.num_adds - trainer.frame_t - ended) <= 2  # one per phase
     # The actor's random stream came back from its process, advanced.
     assert trainer.streams.actor.state_dict()["numpy"] != before
-    per_frame = trainer.updates.updates_per_frame
+    per_frame = trainer.updates.schedule.updates_per_frame
     learnable = trainer.frame_t - trainer.config.min_replay_size * trainer.config.action_repeats
     done = sum(r["train_num_updates"] for r in rows)
     # At least the updates due at the end of each phase, at most the tolerance above.

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo.acting.actor import Actor, Policy
-from qzoo.config.schema import PRESETS, make_config
+from qzoo.acting.actor import Actor
+from qzoo.acting.policy import Policy
+from qzoo.config import PRESETS, make_config
 from qzoo.envs import EnvInfo
 from qzoo.learning.learner import Learner
 from qzoo.learning.objectives import OBJECTIVES, make_objective

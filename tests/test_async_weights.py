@@ -11,7 +11,7 @@ import torch
 
 from qzoo import envs
 from qzoo.acting.asynchronous import AsyncDriver, _LockedPolicy
-from qzoo.config.schema import make_config
+from qzoo.config import make_config
 from qzoo.networks.network import make_network
 from qzoo.run import threads
 

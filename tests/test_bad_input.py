@@ -10,9 +10,9 @@ import sys
 import pytest
 import torch
 
+import qzoo.config as config_lib
 from qzoo.cli.main import main
-from qzoo.config import schema as config_lib
-from qzoo.config.options import flag, shown
+from qzoo.errors import flag, shown
 
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 CARTPOLE = ["--env", "CartPole-v1"]

@@ -17,7 +17,7 @@ from test_device_replay import filled, rows, window_slots
 from test_device_sync import no_host_sync
 
 from qzoo.cli.main import main
-from qzoo.config.schema import build_config
+from qzoo.config import build_config
 from qzoo.learning.captured import CapturedUpdate
 from qzoo.learning.learner import Learner
 from qzoo.replay import Replay
@@ -39,7 +39,7 @@ def _pair(agent, extra):
     compiled.train_phase(500)  # 100 to fill, then updates (the first one compiles)
     eager = Trainer(build_config(agent, {**SMALL, **extra}))
     eager.load_state_dict(copy.deepcopy(compiled.state_dict()))
-    eager.captured = CapturedUpdate(eager.learner, eager.replay, eager.config.batch_size,
+    eager.updates.captured = CapturedUpdate(eager.learner, eager.replay, eager.config.batch_size,
                                     compile=False)  # fmt: skip
     return compiled, eager
 
@@ -70,7 +70,7 @@ def test_compiled_equals_the_same_update_run_eagerly(agent, extra):
     assert s_compiled["num_updates"] == s_eager["num_updates"] == 4
     assert s_compiled["loss"] == pytest.approx(s_eager["loss"], rel=1e-4)
     assert s_compiled["mean_q"] == pytest.approx(s_eager["mean_q"], rel=1e-4, abs=1e-6)
-    assert compiled.transitions_sampled == eager.transitions_sampled
+    assert compiled.updates.transitions_sampled == eager.updates.transitions_sampled
 
 
 @pytest.mark.parametrize("agent, extra", [
@@ -206,7 +206,7 @@ def test_on_a_gpu_the_update_is_one_cuda_graph_and_equals_the_eager_one(agent):
     compiled.train_phase(500)
     eager = Trainer(build_config(agent, {**SMALL, **extra}))
     eager.load_state_dict(copy.deepcopy(compiled.state_dict()))
-    eager.captured = CapturedUpdate(eager.learner, eager.replay, eager.config.batch_size,
+    eager.updates.captured = CapturedUpdate(eager.learner, eager.replay, eager.config.batch_size,
                                     compile=False)  # fmt: skip
     for _ in range(4):
         compiled.learn_once()

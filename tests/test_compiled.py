@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from qzoo import envs
-from qzoo.config.schema import build_config
+from qzoo.config import build_config
 from qzoo.learning import draws
-from qzoo.learning.learner import autocast
+from qzoo.learning.precision import autocast
 from qzoo.networks.network import _input_dtype, make_network
 from qzoo.run.trainer import Trainer
 

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 from qzoo.cli.main import main
+from qzoo.config.rules.compression import require
 from qzoo.errors import UserError
 from qzoo.replay import Row
-from qzoo.replay.compressed import CHUNK_BYTES, GROUP_ROWS, Codec, CompressedFrameStorage, require
+from qzoo.replay.codecs import Codec
+from qzoo.replay.compressed import CHUNK_BYTES, GROUP_ROWS, CompressedFrameStorage
 from qzoo.run import checkpoint
 from qzoo.run.bench import bench_storage, play_rows
 
@@ -133,7 +135,7 @@ def test_checkpoint_round_trip_then_the_same_samples(play, codec, tmp_path):
 def test_a_compressed_run_trains_exactly_as_an_uncompressed_one_and_resumes(tmp_path):
     """Same seed, same samples: the learning is the same to the bit. The compressed
     run is saved after iteration 1 and resumed in a new trainer for iteration 2."""
-    from qzoo.config.schema import build_config
+    from qzoo.config import build_config
     from qzoo.run.trainer import WALL_CLOCK_COLUMNS, Trainer
 
     def config(compression):
@@ -195,7 +197,7 @@ def test_a_missing_codec_package_names_the_pip_install(codec, package, tmp_path,
 
 def test_offline_and_recurrent_runs_refuse_compression(tmp_path):
     """Their replays (a dataset, R2D1's sequences) are not the frame replay."""
-    from qzoo.config.schema import build_config
+    from qzoo.config import build_config
 
     for agent, options in (("dqn", {"offline": str(tmp_path)}), ("r2d1", {})):
         with pytest.raises(UserError, match="--replay-compression: bad value lz4; expected none"):
@@ -248,7 +250,7 @@ def test_lz4_decodes_a_prefix_of_a_group_in_place(play):
 
 def test_without_the_direct_path_lz4_samples_the_same_batches(play, monkeypatch):
     """Where the lz4 extension exports no decoder, decompress-and-copy takes over."""
-    monkeypatch.setattr("qzoo.replay.compressed.lz4_decode_into", lambda block: None)
+    monkeypatch.setattr("qzoo.replay.codecs.lz4_decode_into", lambda block: None)
     plain = bench_storage(((84, 84), np.uint8, 4), 90, 2, 3, False, "none", seed=3)
     packed = bench_storage(((84, 84), np.uint8, 4), 90, 2, 3, False, "lz4", seed=3)
     assert packed.storage.frames.codec.decode_into is None
@@ -265,7 +267,7 @@ def test_the_next_batch_decoded_during_an_update_changes_nothing():
     the rows are those of an uncompressed run, to the bit."""
     import threading
 
-    from qzoo.config.schema import build_config
+    from qzoo.config import build_config
     from qzoo.run.trainer import WALL_CLOCK_COLUMNS, Trainer
 
     def trainer(compression):
@@ -281,7 +283,7 @@ def test_the_next_batch_decoded_during_an_update_changes_nothing():
 
     compressed = trainer("lz4")
     threads = []
-    sample = compressed.sample_batch
-    compressed.sample_batch = lambda: threads.append(threading.current_thread().name) or sample()
+    sample = compressed.updates.sample_batch
+    compressed.updates.sample_batch = lambda: threads.append(threading.current_thread().name) or sample()
     assert rows(compressed) == rows(trainer("none"))
     assert len(threads) > 100 and all(t.startswith("qzoo-sample") for t in threads)

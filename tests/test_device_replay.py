@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from qzoo.cli.main import main
-from qzoo.config.schema import build_config
+from qzoo.config import build_config
 from qzoo.replay import FrameStorage, PrioritizedSampler, Replay, Row, UniformSampler
 from qzoo.replay.device import DeviceFrameStorage, DevicePrioritizedSampler, DeviceUniformSampler
 from qzoo.run import checkpoint
@@ -207,7 +207,7 @@ def test_with_the_hosts_draws_a_device_replay_run_trains_to_the_same_bits():
             shadow.add(row)
             super().add(row)
 
-    trainer.replay = Mirrored(storage, HostDraws(storage, None))
+    trainer.updates.use_replay(Mirrored(storage, HostDraws(storage, None)))
     got = rows(trainer, 3)
     assert got == expected and float(got[2]["train_num_updates"]) > 0
 

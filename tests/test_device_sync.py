@@ -14,7 +14,7 @@ import pytest
 import torch
 from test_device_replay import filled, random_rows, window_slots
 
-from qzoo.config.schema import build_config
+from qzoo.config import build_config
 from qzoo.replay.device import DeviceFrameStorage
 from qzoo.replay.device_samplers import ROUNDS, DevicePrioritizedSampler, DeviceUniformSampler
 from qzoo.run.trainer import Trainer

@@ -22,7 +22,7 @@ needs_mkdocs = pytest.mark.skipif(
 
 def _config_class():
     try:  # where the schema lives after qzoo's modules moved into packages
-        from qzoo.config.schema import Config
+        from qzoo.config import Config
     except ImportError:
         from qzoo.config import Config
     return Config

@@ -10,10 +10,11 @@ import pytest
 import torch
 
 from qzoo import envs
-from qzoo.acting.actor import Actor, Policy
+from qzoo.acting.actor import Actor
 from qzoo.acting.batches import BatchActor, ColumnQueues
+from qzoo.acting.policy import Policy
 from qzoo.cli.main import main
-from qzoo.config.schema import make_config
+from qzoo.config import make_config
 from qzoo.envs.atari import AtariVector
 from qzoo.envs.atari_batches import AtariBatches, make_batches
 from qzoo.replay.frames import FIRST, LAST, ZERO_DISCOUNT, FrameStorage
@@ -207,17 +208,17 @@ def test_training_counts_real_frames_and_updates():
     row = trainer.run_iteration()
     # A phase stops at the first batch that reaches its budget: one batch at most over.
     assert 1000 <= trainer.frame_t < 1000 + config.env_batch_size * config.action_repeats
-    assert trainer.transitions_collected * config.action_repeats == trainer.frame_t
+    assert trainer.updates.transitions_collected * config.action_repeats == trainer.frame_t
     # Every acted-on observation is an entry: stored (in rows of N) or still queued when
     # the phase stopped. Each environment step collected had one; so did each episode
     # start after an autoreset (not collected) and the phase's first observations.
     queued = int(trainer.actor._columns._lengths.sum())
     entries = trainer.replay.size + queued
     assert trainer.replay.size % config.num_envs == 0 and trainer.replay.size > 0
-    collected = trainer.transitions_collected
+    collected = trainer.updates.transitions_collected
     assert collected <= entries <= collected + row["train_num_episodes"] + config.num_envs
-    assert trainer.transitions_sampled > 0
-    assert row["replay_ratio"] == trainer.transitions_sampled / trainer.transitions_collected
+    assert trainer.updates.transitions_sampled > 0
+    assert row["replay_ratio"] == trainer.updates.transitions_sampled / trainer.updates.transitions_collected
 
 
 def test_column_queues_release_rows_when_every_environment_has_one():

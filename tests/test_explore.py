@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from qzoo.acting.explore import apex_epsilons, log_spaced_epsilons
+from qzoo.acting.exploration import apex_epsilons, log_spaced_epsilons
 
 
 def test_log_spaced_epsilons_rlpyt_r2d1_example():

@@ -26,7 +26,7 @@ def test_captured_updates_under_serial_and_async_acting(acting):
     config = cartpole(acting=acting, train_frames=1200, threads=1, **CAPTURED)
     trainer = Trainer(config)
     rows = [trainer.run_iteration() for _ in range(2)]
-    expected = trainer.updates.updates_per_frame * (1200 - config.min_replay_size)
+    expected = trainer.updates.schedule.updates_per_frame * (1200 - config.min_replay_size)
     assert rows[1]["train_num_updates"] >= 0.9 * expected, rows[1]
     assert trainer.replay.storage.device.type == "cpu"
     assert_cartpole_transitions(trainer.replay)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo.config.schema import make_config
+from qzoo.config import make_config
 from qzoo.envs import EnvInfo
 from qzoo.learning import losses
 from qzoo.learning.objectives import (
@@ -265,7 +265,7 @@ class _FixedHeads(torch.nn.Module):
 
 
 def test_deep_exploration_keeps_one_mixture_per_episode_and_env():
-    from qzoo.acting.actor import Policy
+    from qzoo.acting.policy import Policy
 
     # 3 envs, 2 actions, 4 heads: head k prefers action k % 2 by a margin k + 1.
     q_heads = torch.zeros(3, 2, 4)
@@ -293,7 +293,7 @@ def test_deep_exploration_keeps_one_mixture_per_episode_and_env():
 
 
 def test_deep_exploration_identity_acts_on_one_random_head():
-    from qzoo.acting.actor import Policy
+    from qzoo.acting.policy import Policy
 
     q_heads = torch.zeros(64, 2, 2)
     q_heads[:, 0, 0] = 1.0  # head 0 picks action 0, head 1 picks action 1

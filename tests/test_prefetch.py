@@ -11,9 +11,9 @@ import torch
 
 from qzoo import envs
 from qzoo.acting.prefetch import Prefetcher
-from qzoo.config.schema import make_config
-from qzoo.learning.learner import autocast
+from qzoo.config import make_config
 from qzoo.learning.objectives import make_objective
+from qzoo.learning.precision import autocast
 from qzoo.networks.network import make_network
 from qzoo.run.trainer import Trainer
 
@@ -97,7 +97,8 @@ def test_an_error_in_the_prefetching_thread_is_raised_in_the_learners():
     def broken(lock):
         raise ValueError("replay is broken")
 
-    trainer = types.SimpleNamespace(sample_batch=broken, learner=None, config=None)
+    trainer = types.SimpleNamespace(updates=types.SimpleNamespace(sample_batch=broken),
+                                    learner=None, config=None)  # fmt: skip
     prefetcher = Prefetcher(trainer, None)
     with pytest.raises(ValueError, match="replay is broken"):
         prefetcher.get()

@@ -11,7 +11,7 @@ import torch
 
 from qzoo.acting.recurrent_policy import RecurrentInfo, RecurrentPolicy
 from qzoo.cli.main import main
-from qzoo.config.schema import build_config
+from qzoo.config import build_config
 from qzoo.learning import losses
 from qzoo.networks.recurrent import RecurrentNetwork
 from qzoo.replay.batch import Row
@@ -129,7 +129,7 @@ def test_sequence_slots_window_and_validity():
 
 def test_recurrent_policy_resets_only_the_environment_whose_episode_ended():
     torch.manual_seed(0)
-    from qzoo.networks.network import MlpTorso
+    from qzoo.networks.torsos import MlpTorso
 
     net = RecurrentNetwork(MlpTorso(3, (8, 8)), 2, 0, 4, 8, False, 1.0, lambda m: m)
     policy = RecurrentPolicy(net, 2)
@@ -220,8 +220,8 @@ def test_input_priorities_from_the_actors_q_values_by_hand():
 def test_r2d1_long_explores_with_rlpyts_log_spaced_epsilons():
     """rlpyt's r2d1_long config: eps_final 0.1, eps_final_min 0.0005 over all its 192
     environments (B5); r2d1 keeps one final epsilon, 0.01."""
-    from qzoo.acting.epsilon import final_epsilons
-    from qzoo.config.schema import make_config
+    from qzoo.acting.exploration import final_epsilons
+    from qzoo.config import make_config
 
     long = make_config("r2d1_long", "pong", "atari", {})
     finals = final_epsilons(long)

@@ -19,7 +19,7 @@ from test_ray import _one_error_line, _rows, kill_when_results, local_ray  # noq
 
 from qzoo import envs
 from qzoo.cli.main import main
-from qzoo.config.schema import build_config
+from qzoo.config import build_config
 from qzoo.distributed.dataset_shards import DatasetShard, data_rows, split
 from qzoo.offline.dataset import dataset_checkpoints, open_dataset
 from qzoo.offline.writer import LoggedReplayWriter
@@ -138,11 +138,11 @@ def test_offline_ray_bad_input_is_one_line(extra, fragment, tmp_path, capsys):
 @pytest.mark.usefixtures("local_ray")
 def test_batches_through_ray_are_the_local_storages(dataset):
     """About 15 s: 2 checkpoints over 3 shards (row ranges), then --offline-reload 1."""
-    from qzoo.distributed.offline import OfflineRayTrainer
+    from qzoo.run.trainer import Trainer
 
     config = _config(dataset, ray="true", replay_shards=3, offline_checkpoints="1:3")
     storage, column = _local(config, [1, 2])
-    trainer = OfflineRayTrainer(config)
+    trainer = Trainer(config)
     try:
         data = trainer.replay
         assert data.size == storage.valid_count()
@@ -163,7 +163,7 @@ def test_batches_through_ray_are_the_local_storages(dataset):
         trainer.finish()
     # --offline-reload 1: one checkpoint, split in row ranges over 2 shards.
     config = _config(dataset, ray="true", replay_shards=2, offline_reload=1)
-    trainer = OfflineRayTrainer(config)
+    trainer = Trainer(config)
     try:
         assert [len(p) for p in trainer.replay.parts] == [1, 1]
         # Each training iteration draws its checkpoint and opens a new dataset; the wait

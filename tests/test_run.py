@@ -126,7 +126,7 @@ def test_ctrl_c_then_resume_gives_the_same_results(reference_run, tmp_path):
 def test_state_round_trip_continues_identically(agent, extra, tmp_path):
     """Noise samples, taus, mixtures, priorities and beta all resume exactly from a
     checkpoint."""
-    from qzoo.config.schema import build_config
+    from qzoo.config import build_config
     from qzoo.run import checkpoint
     from qzoo.run.trainer import Trainer
 

@@ -507,8 +507,8 @@ def test_divergence_stops_with_exit_3_and_keeps_the_last_good_checkpoint(
 def test_an_option_newer_than_the_run_is_compared_with_what_the_run_ran_with(tmp_path):
     """A run saved by a qzoo without --mlp-layers ran with its default (none): resuming
     it with --mlp-layers is refused as a change, resuming it as it was is not."""
-    from qzoo.config import schema as config_lib
-    from qzoo.run.rundir import _differences
+    import qzoo.config as config_lib
+    from qzoo.run.changes import _differences
 
     current = dataclasses.asdict(config_lib.build_config("dqn", {"env": "CartPole-v1"}))
     old = {k: v for k, v in current.items() if k not in ("mlp_layers", "pin_threads")}

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from qzoo.learning.optim import CenteredRMSProp
-from qzoo.networks.network import NatureTorso, training_layout
+from qzoo.networks.torsos import NatureTorso, training_layout
 
 
 def test_foreach_centered_rmsprop_equals_the_per_parameter_update_bit_for_bit():

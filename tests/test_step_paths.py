@@ -9,12 +9,14 @@ import pytest
 import torch
 
 from qzoo import envs
-from qzoo.acting.actor import EpisodeStats, Policy
-from qzoo.acting.explore import epsilon_greedy
+from qzoo.acting.actor import EpisodeStats
+from qzoo.acting.exploration import epsilon_greedy
+from qzoo.acting.policy import Policy
 from qzoo.acting.ratio import UpdateSchedule
-from qzoo.config.schema import build_config
+from qzoo.config import build_config
 from qzoo.envs import EnvStep
-from qzoo.networks.network import HostMlp, make_network
+from qzoo.networks.host_mlp import HostMlp
+from qzoo.networks.network import make_network
 
 
 def cartpole_network(**options):

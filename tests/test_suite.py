@@ -16,10 +16,11 @@ import pytest
 
 from qzoo import data
 from qzoo.cli.main import main
-from qzoo.config.schema import build_config
+from qzoo.config import build_config
 from qzoo.envs.scores import ATARI_SCORES
-from qzoo.tools import stats, suite
+from qzoo.tools import stats
 from qzoo.tools import suite_report as report
+from qzoo.tools import suite_runs as suite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--iterations", "4", "--train-frames", "300", "--eval-frames", "100",

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from qzoo.cli.main import main
-from qzoo.config.schema import build_config
-from qzoo.run import rundir, threads
+from qzoo.config import build_config
+from qzoo.run import run_folder, thread_record, threads
 
 # /proc/stat before and after a window: cpu0 busy all along (user + system), cpu1 idle
 # (idle + iowait). Columns: user nice system idle iowait irq softirq steal guest guest_nice.
@@ -200,24 +200,24 @@ def test_a_refused_run_says_only_why(machine, torch_threads, capsys, tmp_path):
 
 def write_record(run_dir, text):
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-    (run_dir / rundir.THREADS).write_text(text)
+    (run_dir / thread_record.THREADS).write_text(text)
 
 
 def test_saved_threads(tmp_path):
     run_dir = tmp_path / "run"
-    assert rundir.saved_threads(str(run_dir)) is None  # no folder
+    assert thread_record.saved_threads(str(run_dir)) is None  # no folder
     write_record(run_dir, '{"threads": 3, "device": "cpu"}')
-    assert rundir.saved_threads(str(run_dir)) is None  # no checkpoint: a new run
-    (run_dir / rundir.CHECKPOINT).write_bytes(b"")
-    assert rundir.saved_threads(str(run_dir)) == 3
+    assert thread_record.saved_threads(str(run_dir)) is None  # no checkpoint: a new run
+    (run_dir / run_folder.CHECKPOINT).write_bytes(b"")
+    assert thread_record.saved_threads(str(run_dir)) == 3
     write_record(run_dir, '{"threads": 1, "device": "cuda"}')
-    assert rundir.saved_threads(str(run_dir)) is None  # last ran on a GPU: afresh
+    assert thread_record.saved_threads(str(run_dir)) is None  # last ran on a GPU: afresh
     for bad in ("", "not json", "[]", '{"threads": 0, "device": "cpu"}',
                 '{"threads": true, "device": "cpu"}', '{"threads": 2}'):  # fmt: skip
         write_record(run_dir, bad)
-        assert rundir.saved_threads(str(run_dir)) == 0, bad  # as a run without a record
-    (run_dir / rundir.THREADS).unlink()
-    assert rundir.saved_threads(str(run_dir)) == 0  # saved before the record existed
+        assert thread_record.saved_threads(str(run_dir)) == 0, bad  # as a run without a record
+    (run_dir / thread_record.THREADS).unlink()
+    assert thread_record.saved_threads(str(run_dir)) == 0  # saved before the record existed
 
 
 ARGS = ["--env", "CartPole-v1", "--train-frames", "200", "--eval-frames", "50",
@@ -230,7 +230,7 @@ def test_cli_resume_keeps_the_count(tmp_path, torch_threads):
     argv = ["train", "dqn", *ARGS, "--run-dir", str(run_dir), "--iterations", "1"]
 
     def record():
-        return json.loads((run_dir / rundir.THREADS).read_text())
+        return json.loads((run_dir / thread_record.THREADS).read_text())
 
     assert main(argv) == 0
     assert record() == {"threads": 1, "device": "cpu"}  # auto on CartPole: 1

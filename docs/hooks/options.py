@@ -13,7 +13,7 @@ def _cell(text):
 
 
 def options_markdown():
-    from qzoo.config.schema import Config
+    from qzoo.config import Config
 
     groups = {}
     defaults = Config(agent="dqn", env="pong")

@@ -45,10 +45,10 @@ import time
 
 import torch
 
-from qzoo.acting.actor import Policy
-from qzoo.acting.drivers import SerialDriver, run_phase
+from qzoo.acting.policy import Policy
 from qzoo.acting.prefetch import Prefetcher
 from qzoo.acting.ratio import RatioGate
+from qzoo.acting.serial import SerialDriver, run_phase
 from qzoo.run.threads import pinned, pinned_cores
 
 
@@ -142,18 +142,18 @@ def note_unpinned(config):
 
 
 class AsyncDriver(SerialDriver):
-    def __init__(self, trainer, policy, evaluation):
-        learner = trainer.learner
+    def __init__(self, parts, policy, evaluation):
+        learner, config = parts.learner, parts.config
         network = copy.deepcopy(learner.online).requires_grad_(False)
         # On a GPU the weights are always staged: a lock cannot order queued kernels.
-        pulled = (learner.step_lock is not None and not trainer.config.deterministic
+        pulled = (learner.step_lock is not None and not config.deterministic
                   and learner.device.type != "cuda")  # fmt: skip
         source = (learner.online, learner.step_lock) if pulled else None
-        self.actor_policy = _LockedPolicy(network, trainer.config.tau_samples_policy,
+        self.actor_policy = _LockedPolicy(network, config.tau_samples_policy,
                                           policy.deep_exploration, source)  # fmt: skip
-        super().__init__(trainer, self.actor_policy, evaluation)
+        super().__init__(parts, self.actor_policy, evaluation)
         self.gate = None
-        note_unpinned(trainer.config)
+        note_unpinned(config)
         # A GPU actor's forward passes go on a stream of their own, so that reading its
         # actions waits for them alone, not for the learner's queued updates.
         cuda = learner.device.type == "cuda"
@@ -162,34 +162,34 @@ class AsyncDriver(SerialDriver):
     def publish(self):
         # The actor's copy lives in this process on the learner's device: copied
         # tensor to tensor, without weights()'s intermediate host copy.
-        self.actor_policy.publish(self.trainer.learner.online)
+        self.actor_policy.publish(self.parts.learner.online)
 
     def _update(self, lock, prefetcher=None):
         """One learner update (on the prefetcher's batch when there is one), the
         target update when due, and publishing."""
-        trainer, config = self.trainer, self.trainer.config
-        before = trainer.transitions_sampled // config.batch_size
-        trainer.learn_once(lock, prefetcher.get() if prefetcher else None)
+        updates, config, learner = self.updates, self.config, self.parts.learner
+        before = updates.transitions_sampled // config.batch_size
+        updates.learn_once(lock, prefetcher.get() if prefetcher else None)
         self.gate.add_consumed(1)
-        if trainer.updates.target_due_after(before, before + 1):
-            update = prefetcher.update_target if prefetcher else trainer.learner.update_target
+        if updates.schedule.target_due_after(before, before + 1):
+            update = prefetcher.update_target if prefetcher else learner.update_target
             update(config.target_update_tau)
         if self.gate.consumed % (config.publish_period or 1) == 0:
             self.publish()
 
     def train_phase(self, num_frames, progress):
-        trainer = self.trainer
+        updates, config = self.updates, self.config
         self.publish()  # each phase starts from the learner's weights
-        self.gate = RatioGate(trainer.updates.updates_per_frame,
-                              trainer.config.replay_ratio_tolerance)  # fmt: skip
-        if trainer.config.deterministic:
+        self.gate = RatioGate(updates.schedule.updates_per_frame,
+                              config.replay_ratio_tolerance)  # fmt: skip
+        if config.deterministic:
             return self._lockstep(num_frames, progress)
         lock, errors, result = threading.Lock(), [], {}
         # --pin-threads: the learner on a core of its own, the others on the rest.
-        learner_cores, other_cores = (trainer.config.pin_threads and pinned_cores()) or (None, None)
+        learner_cores, other_cores = (config.pin_threads and pinned_cores()) or (None, None)
         prefetcher = None
-        if trainer.config.prefetch_targets:
-            prefetcher = Prefetcher(trainer, lock, other_cores)
+        if config.prefetch_targets:
+            prefetcher = Prefetcher(self.parts, lock, other_cores)
 
         def on_step(row, new_frames):
             if errors:
@@ -203,7 +203,7 @@ class AsyncDriver(SerialDriver):
             try:
                 with pinned(other_cores), _on_stream(self._actor_stream):
                     result["stats"] = run_phase(self.actor, num_frames, progress,
-                                                lambda: trainer.frame_t, on_step)  # fmt: skip
+                                                lambda: updates.frame_t, on_step)  # fmt: skip
             except _Stopped:
                 pass
             except BaseException as error:  # noqa: BLE001 (raised again in the learner's thread)
@@ -242,30 +242,30 @@ class AsyncDriver(SerialDriver):
         """Stores an actor's row (under `lock`, which sampling takes too) and counts
         its frames; returns them where the learner can learn (the gate counts from
         there), else 0."""
-        trainer = self.trainer
+        updates = self.updates
         # Rows go to a device replay on the learner's stream: its draws then always
         # come after the copies of the rows they may read.
         learner_stream = None
         if self._actor_stream is not None:
-            learner_stream = torch.cuda.default_stream(trainer.learner.device)
+            learner_stream = torch.cuda.default_stream(self.parts.learner.device)
         with lock, _on_stream(learner_stream):
-            trainer.store(row, new_frames)
-            learning = trainer.can_learn()
-        trainer.frame_t += new_frames
+            updates.store(row, new_frames)
+            learning = updates.can_learn()
+        updates.frame_t += new_frames
         return new_frames if learning else 0
 
     def _lockstep(self, num_frames, progress):
-        trainer, gate = self.trainer, self.gate
+        updates, gate = self.updates, self.gate
 
         def on_step(row, new_frames):
-            trainer.store(row, new_frames)
-            trainer.frame_t += new_frames
-            if trainer.can_learn():
+            updates.store(row, new_frames)
+            updates.frame_t += new_frames
+            if updates.can_learn():
                 gate.add_collected(new_frames)
                 while gate.consumed + 1 <= gate.target():
                     self._update(contextlib.nullcontext())
 
-        stats = run_phase(self.actor, num_frames, progress, lambda: trainer.frame_t, on_step)
+        stats = run_phase(self.actor, num_frames, progress, lambda: updates.frame_t, on_step)
         stats["learner_wait_fraction"] = 0.0
         return stats
 

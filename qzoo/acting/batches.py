@@ -34,7 +34,7 @@ import time
 import numpy as np
 
 from qzoo.acting.actor import Actor, EpisodeStats, UnbiasedEwma
-from qzoo.acting.drivers import SerialDriver, run_phase
+from qzoo.acting.serial import SerialDriver, run_phase
 from qzoo.envs.atari_batches import make_batches
 from qzoo.replay.batch import Row
 from qzoo.replay.frames import FrameStacker
@@ -145,19 +145,19 @@ class BatchDriver(SerialDriver):
     """--acting serial with --env-batch-size: acting on batches of ready environments
     and learning take turns in one thread; evaluation is synchronous."""
 
-    def __init__(self, trainer, policy, evaluation):
-        super().__init__(trainer, policy, evaluation, actor_class=BatchActor)
+    def __init__(self, parts, policy, evaluation):
+        super().__init__(parts, policy, evaluation, actor_class=BatchActor)
 
     def train_phase(self, num_frames, progress):
-        trainer = self.trainer
+        updates = self.updates
 
         def on_step(rows, new_frames):
             for row in rows:
-                trainer.store(row, 0)
+                updates.store(row, 0)
             # Collected: agent steps of one environment, as they happen (a row of N
             # waits in ColumnQueues for the slowest environment).
-            trainer.transitions_collected += new_frames // trainer.config.action_repeats
-            trainer._learn(trainer.frame_t, trainer.frame_t + new_frames)
-            trainer.frame_t += new_frames
+            updates.transitions_collected += new_frames // self.config.action_repeats
+            updates.learn_due(updates.frame_t, updates.frame_t + new_frames)
+            updates.frame_t += new_frames
 
-        return run_phase(self.actor, num_frames, progress, lambda: trainer.frame_t, on_step)
+        return run_phase(self.actor, num_frames, progress, lambda: updates.frame_t, on_step)

@@ -29,17 +29,17 @@ import threading
 
 import torch
 
-from qzoo.learning.learner import autocast
+from qzoo.learning.precision import autocast
 from qzoo.run.threads import pinned
 
 
 class Prefetcher:
-    """Samples batches for `trainer` under `lock` and attaches the target network's
+    """Samples batches from `parts.updates` under `lock` and attaches the target network's
     outputs at s_t (`Batch.target_t`), one batch ahead of `get()`; its thread runs on
     `cores` (None: anywhere)."""
 
-    def __init__(self, trainer, lock, cores=None):
-        self.trainer, self.lock, self.cores = trainer, lock, cores
+    def __init__(self, parts, lock, cores=None):
+        self.parts, self.lock, self.cores = parts, lock, cores
         # Held while the target network is read here or written by a target copy;
         # `version` counts the copies, so a batch made before one is recognised.
         self.target_lock = threading.Lock()
@@ -53,7 +53,7 @@ class Prefetcher:
     def update_target(self, tau):
         """The learner's target update, ordered against the prefetcher's reads."""
         with self.target_lock:
-            self.trainer.learner.update_target(tau)
+            self.parts.learner.update_target(tau)
             self.version += 1
 
     def get(self):
@@ -84,17 +84,17 @@ class Prefetcher:
         self._thread = None
 
     def _run(self):
-        trainer, learner = self.trainer, self.trainer.learner
+        parts, learner = self.parts, self.parts.learner
         try:
             with pinned(self.cores):
                 while True:
                     self._taken.acquire()
                     if self._stop.is_set():
                         return
-                    batch = trainer.sample_batch(self.lock).to(learner.device)
+                    batch = parts.updates.sample_batch(self.lock).to(learner.device)
                     with self.target_lock, torch.no_grad():
                         version = self.version
-                        with autocast(trainer.config.precision, learner.device):
+                        with autocast(parts.config.precision, learner.device):
                             target_t = learner.target(batch.s_t)
                     self._ready.put((batch._replace(target_t=target_t), version))
         except BaseException as error:  # noqa: BLE001 (raised again in the learner's thread)

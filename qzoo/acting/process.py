@@ -7,7 +7,7 @@ run Python under one interpreter lock. A large network's operations release it f
 milliseconds at a time, so Pong's actor and learner overlap; a small one's do not:
 CartPole's MLP pair ran at half of serial's agent steps/s, taking turns at the lock
 (BENCHMARKS.md). Here the actor is forked at each training phase start, with the
-trainer's state as it is then (its policy copy, its random stream, the epsilon
+run's state as it is then (its policy copy, its random stream, the epsilon
 schedule), and acts as the thread would, while the learner's process stores its
 rows, updates and publishes weights.
 
@@ -54,11 +54,11 @@ import traceback
 import numpy as np
 import torch
 
-from qzoo.acting.actor import Policy
 from qzoo.acting.asynchronous import AsyncDriver, note_unpinned, over_the_whole_phase
-from qzoo.acting.drivers import SerialDriver, run_phase
+from qzoo.acting.policy import Policy
 from qzoo.acting.prefetch import Prefetcher
 from qzoo.acting.ratio import RatioGate
+from qzoo.acting.serial import SerialDriver, run_phase
 from qzoo.acting.workers import _shared
 from qzoo.errors import UserError, WorkerDied
 from qzoo.replay.batch import Row
@@ -205,8 +205,8 @@ class _Completed:
 def _act(driver, num_frames, conn):
     """The actor process: one phase, rows into the driver's ring, then its result on
     `conn`."""
-    actor, trainer, ring = driver.actor, driver.trainer, driver.ring
-    frame_t = [trainer.frame_t]
+    actor, ring, streams = driver.actor, driver.ring, driver.parts.streams
+    frame_t = [driver.updates.frame_t]
     try:
 
         def on_step(row, new_frames):
@@ -217,7 +217,7 @@ def _act(driver, num_frames, conn):
 
         on_step.episodes = 0
         stats = run_phase(actor, num_frames, None, lambda: frame_t[0], on_step)
-        stream = trainer.streams.actor.state_dict()
+        stream = streams.actor.state_dict()
         message = {"stats": {k: v if isinstance(v, int) else float(v) for k, v in stats.items()},
                    "stream": {"numpy": stream["numpy"],
                               "torch": base64.b64encode(stream["torch"].numpy().tobytes()).decode()}}  # fmt: skip
@@ -234,31 +234,32 @@ def _act(driver, num_frames, conn):
 class ProcessDriver(AsyncDriver):
     """--acting async --actor-process (module docstring)."""
 
-    def __init__(self, trainer, policy, evaluation):
-        if trainer.learner.device.type != "cpu":
+    def __init__(self, parts, policy, evaluation):
+        learner, config = parts.learner, parts.config
+        if learner.device.type != "cpu":
             raise UserError(
-                f"--actor-process: the learner is on {trainer.learner.device.type}; "
+                f"--actor-process: the learner is on {learner.device.type}; "
                 "expected the CPU (a forked actor cannot use CUDA): pass --device cpu, "
                 "or drop --actor-process"
             )
         torch.set_num_threads(1)  # as --threads 1 (options refuse more): for the fork
-        info = trainer.info
-        self.ring = _Ring(_FORK, trainer.config.num_envs, info.frame_shape, info.frame_dtype)
-        self.weights = _SharedWeights(_FORK, trainer.learner.online)
-        network = copy.deepcopy(trainer.learner.online).requires_grad_(False)
-        actor_policy = _ProcessPolicy(network, trainer.config.tau_samples_policy,
+        info = parts.info
+        self.ring = _Ring(_FORK, config.num_envs, info.frame_shape, info.frame_dtype)
+        self.weights = _SharedWeights(_FORK, learner.online)
+        network = copy.deepcopy(learner.online).requires_grad_(False)
+        actor_policy = _ProcessPolicy(network, config.tau_samples_policy,
                                       policy.deep_exploration, self.weights)  # fmt: skip
-        SerialDriver.__init__(self, trainer, actor_policy, evaluation)
+        SerialDriver.__init__(self, parts, actor_policy, evaluation)
         self.gate = None
-        note_unpinned(trainer.config)
+        note_unpinned(config)
 
     def publish(self):
         self.weights.write()
 
     def train_phase(self, num_frames, progress):
-        trainer, config, ring = self.trainer, self.trainer.config, self.ring
+        config, ring = self.config, self.ring
         self.publish()  # each phase starts from the learner's weights
-        self.gate = gate = RatioGate(trainer.updates.updates_per_frame,
+        self.gate = gate = RatioGate(self.updates.schedule.updates_per_frame,
                                      config.replay_ratio_tolerance)  # fmt: skip
         ring.reset()
         learner_cores, other_cores = (config.pin_threads and pinned_cores()) or (None, None)
@@ -268,7 +269,7 @@ class ProcessDriver(AsyncDriver):
         process, receive = _fork(self, num_frames, other_cores)
         try:
             if config.prefetch_targets:
-                prefetcher = Prefetcher(trainer, lock, other_cores)
+                prefetcher = Prefetcher(self.parts, lock, other_cores)
             with pinned(learner_cores):
                 while True:
                     stored = self._store(lock, progress, episodes)
@@ -293,7 +294,7 @@ class ProcessDriver(AsyncDriver):
                 prefetcher.stop()
             _end(process, receive)
         stats, stream = _outcome(result, process.exitcode)
-        trainer.streams.actor.load_state_dict(stream)
+        self.parts.streams.actor.load_state_dict(stream)
         if prefetcher and prefetcher.error is not None:
             raise prefetcher.error
         seconds = time.perf_counter() - started

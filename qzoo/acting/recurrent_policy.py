@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from qzoo.acting.explore import epsilon_greedy
+from qzoo.acting.exploration import epsilon_greedy
 
 
 class RecurrentInfo(NamedTuple):
@@ -105,17 +105,17 @@ def pair(network, num_envs):
     return RecurrentPolicy(network, num_envs), RecurrentPolicy(network, num_envs)
 
 
-def states(trainer):
-    """The training and evaluation actors' recurrent states, for the trainer's
+def states(driver):
+    """The training and evaluation actors' recurrent states, for the run's
     checkpoint ({} for a feed-forward run). Phases restart their environments (and so
     the states) today; actors that keep environments across phases resume from these."""
-    if not trainer.config.recurrent:
+    if not driver.config.recurrent:
         return {}
-    policies = (trainer.actor.policy, trainer.evaluator.policy)
+    policies = (driver.actor.policy, driver.evaluator.policy)
     return {"recurrent_states": [p.state_dict() for p in policies]}
 
 
-def load_states(trainer, state):
-    if trainer.config.recurrent:
-        trainer.actor.policy.load_state_dict(state["recurrent_states"][0])
-        trainer.evaluator.policy.load_state_dict(state["recurrent_states"][1])
+def load_states(driver, state):
+    if driver.config.recurrent:
+        driver.actor.policy.load_state_dict(state["recurrent_states"][0])
+        driver.evaluator.policy.load_state_dict(state["recurrent_states"][1])

@@ -11,16 +11,14 @@ from the Config dataclass (each field's group, help and domain). Any mistake is 
 line on stderr, `qzoo: error: ...`, and exit code 2, before anything is written.
 """
 
-import argparse
-import dataclasses
 import os
 import sys
 
 import qzoo
-from qzoo.config import options as options_lib
-from qzoo.config import schema as config_lib
-from qzoo.config.options import Bool, flag, shown
-from qzoo.config.schema import build_config
+import qzoo.config as config_lib
+from qzoo.cli import bench
+from qzoo.cli.parser import Exit, Parser, parse, train_parser
+from qzoo.config import build_config
 from qzoo.errors import Diverged, UserError, closest
 from qzoo.run import allocator
 
@@ -41,7 +39,7 @@ TOOLS = {
     "compare": ("qzoo.tools.compare", "IQM, median, mean, optimality gap with bootstrap CIs"),
     "visualize": ("qzoo.tools.visualize", "what the network responds to: saliency, filters"),
     "profile": ("qzoo.tools.profile", "where the time goes: train, act or env"),
-    "dataset": ("qzoo.offline.dataset", "DQN Replay Dataset: info, convert"),
+    "dataset": ("qzoo.cli.dataset", "DQN Replay Dataset: info, convert"),
     "suite": ("qzoo.tools.suite", "agents x games x seeds as parallel, resumable runs; report"),
 }
 
@@ -59,159 +57,6 @@ def _available_tools():
     return found
 
 
-class _Exit(Exception):
-    """argparse finished early (--help, --version) with this exit status."""
-
-    def __init__(self, status):
-        super().__init__(status)
-        self.status = status
-
-
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Shows a boolean as `--flag [BOOL], --no-flag`, not `[BOOL]` twice."""
-
-    def _format_action_invocation(self, action):
-        if isinstance(action, _BoolAction):
-            return f"{action.option_strings[0]} [BOOL], {action.option_strings[1]}"
-        return super()._format_action_invocation(action)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with qzoo's errors: one line through UserError, never usage + exit.
-    Abbreviations are off: `--learning 1` is a mistake, not --learning-rate."""
-
-    def __init__(self, **kwargs):
-        super().__init__(allow_abbrev=False, formatter_class=_Formatter, **kwargs)
-
-    def error(self, message):
-        # argparse's messages name options as "argument --seed/-s: ..."; keep the flag.
-        if message.startswith("argument "):
-            name, _, message = message[len("argument ") :].partition(": ")
-            message = message.replace("expected one argument", "needs a value")
-            message = f"{name.split('/')[0]}: {message}"
-        raise UserError(message)
-
-    def exit(self, status=0, message=None):
-        if message:
-            print(message, end="", file=sys.stderr)
-        raise _Exit(status)
-
-
-class _BoolAction(argparse.Action):
-    """--flag, --flag VALUE (true/false/1/0/yes/no) and --no-flag, for one field."""
-
-    def __call__(self, parser, namespace, value, option_string=None):
-        if option_string.startswith("--no-"):
-            if value is not None:
-                raise UserError(f"{option_string} takes no value; got {shown(value)}")
-            value = "false"
-        setattr(namespace, self.dest, "true" if value is None else value)
-
-
-def add_options(parser, fields, defaults, title=None):
-    """One option per dataclass field, grouped by its metadata "group"; `defaults` are
-    only shown (the parser leaves unset options out, so that the given ones are known)."""
-    groups = {}
-    for field in fields:
-        group_name = title or field.metadata["group"]
-        if group_name not in groups:
-            groups[group_name] = parser.add_argument_group(f"{group_name} options")
-        domain = field.metadata["domain"]
-        meaning = f"{field.metadata['help']} (default: {shown(defaults[field.name])})"
-        names = [flag(field.name)]
-        if isinstance(domain, Bool):
-            names.append(flag("no_" + field.name))
-            kwargs = {"nargs": "?", "action": _BoolAction, "metavar": "BOOL"}
-        else:
-            kwargs = {"metavar": domain.metavar}
-        groups[group_name].add_argument(
-            *names, dest=field.name, default=argparse.SUPPRESS,
-            help=meaning.replace("%", "%%"), **kwargs,
-        )  # fmt: skip
-
-
-def _join_negative_values(argv, parser):
-    """`--vmax -1e5` -> `--vmax=-1e5`: argparse takes -1e5 and -inf for options."""
-    out, i = [], 0
-    takes_value = {
-        s for a in parser._actions if a.nargs is None and a.option_strings for s in a.option_strings
-    }
-    while i < len(argv):
-        token = argv[i]
-        nxt = argv[i + 1] if i + 1 < len(argv) else None
-        if token in takes_value and nxt is not None and nxt.startswith("-"):
-            try:
-                float(nxt)
-            except ValueError:
-                pass
-            else:
-                out.append(f"{token}={nxt}")
-                i += 2
-                continue
-        out.append(token)
-        i += 1
-    return out
-
-
-def parse(parser, argv, refused=None):
-    """{name: text} of the options given, refusing unknown ones with a suggestion, or
-    with the reason in `refused` ({option: why}) for options this command leaves out."""
-    namespace, extra = parser.parse_known_args(_join_negative_values(argv, parser))
-    if extra:
-        first = extra[0]
-        if not first.startswith("-"):
-            raise UserError(f"unexpected argument {first!r}; options look like --name value")
-        name = first.partition("=")[0]
-        if name in (refused or {}):
-            raise UserError(f"{parser.prog} takes no {name}: {refused[name]}")
-        known = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
-        hint = closest(name, known)
-        raise UserError(f"unknown option {name}" + (f"; did you mean {hint[0]}?" if hint else ""))
-    return vars(namespace)
-
-
-def _value_of(option, argv):
-    """The text after `option` in `argv` (--env pong or --env=pong), or None."""
-    for i, token in enumerate(argv):
-        if token == option and i + 1 < len(argv):
-            return argv[i + 1]
-        if token.startswith(option + "="):
-            return token[len(option) + 1 :]
-    return None
-
-
-def _defaults(agent, argv):
-    """The values `--help` shows: the preset's, over the domain of a given --env."""
-    env = _value_of("--env", argv) or config_lib.Config.env
-    return dataclasses.asdict(build_config(agent, {"env": env}))
-
-
-def _config_fields():
-    """Config's fields as options, in --help's group order (agent is positional)."""
-    fields = [f for f in dataclasses.fields(config_lib.Config) if f.name != "agent"]
-    return sorted(fields, key=lambda f: config_lib.GROUPS.index(f.metadata["group"]))
-
-
-def train_parser(agent, argv):
-    """`qzoo train AGENT` with every Config field as an option."""
-    shown_agent = agent or "dqn"
-    paper = config_lib.PRESETS[shown_agent]["paper"]
-    parser = Parser(
-        prog="qzoo train",
-        usage="qzoo train AGENT [--env ENV] [--option value ...]",
-        description=f"AGENT: one of {', '.join(config_lib.PRESETS)} (qzoo agents).\n"
-        f"Defaults shown: {shown_agent}'s on the --env given (else pong); {shown_agent}:\n"
-        f"  {paper}.\n"
-        "Booleans: --flag, --no-flag or --flag true|false. Schedules are in frames.",
-    )
-    parser.add_argument("agent", nargs="?", help=argparse.SUPPRESS)
-    wants_help = any(token in ("-h", "--help") for token in argv)
-    # Defaults are only shown, so only worked out for --help (it may build an env).
-    defaults = _defaults(shown_agent, argv) if wants_help else dict.fromkeys(config_lib.FIELDS)
-    add_options(parser, _config_fields(), defaults)
-    return parser
-
-
 def train_command(argv):
     """`qzoo train AGENT [options]`: parse, check everything, then train."""
     from qzoo.run import threads
@@ -224,11 +69,11 @@ def train_command(argv):
     if agent is None:
         raise UserError(f"train needs an agent; expected one of {', '.join(config_lib.PRESETS)}")
     config = build_config(agent, options, strict=True)
-    from qzoo.run import rundir
+    from qzoo.run import run_folder, thread_record
 
     run_dir, notes = config.run_dir or config_lib.default_run_dir(config), []
-    threads.apply(config, rundir.saved_threads(run_dir), notes)  # a resume keeps its count
-    rundir.train(config, notes=notes)
+    threads.apply(config, thread_record.saved_threads(run_dir), notes)  # a resume keeps its count
+    run_folder.train(config, notes=notes)
 
 
 def agents():
@@ -241,70 +86,6 @@ def agents():
         for domain, values in preset.get("domains", {}).items():  # e.g. R2D1 on CartPole
             also = ", ".join(f"{k}={v}" for k, v in values.items())
             print(f"{'':10s} on {domain} environments, also: {also}")
-
-
-def bench_command(argv):
-    """`qzoo bench replay [options]` or `qzoo bench train [train options]`."""
-    from qzoo.run import bench
-
-    kind = argv[0] if argv else None
-    usage = {
-        "replay": "qzoo bench replay [--option value ...]",
-        "train": "qzoo bench train [--agent A] [--frames N] [--warmup-transitions N] "
-        "[train option ...]",
-    }.get(kind, "qzoo bench replay|train [--option value ...]")
-    parser = Parser(
-        prog=f"qzoo bench {kind}", usage=usage, description=bench.__doc__.split("\n\n")[1]
-    )
-    if kind in ("-h", "--help"):
-        parser.print_help()
-    elif kind == "replay":
-        _bench_replay(parser, argv[1:])
-    elif kind == "train":
-        _bench_train(parser, argv[1:])
-    else:
-        hint = closest(kind or "", ("replay", "train"))
-        raise UserError(
-            f"bench needs replay or train, got {shown(kind or 'nothing')}"
-            + (f" (did you mean {hint[0]}?)" if hint else "")
-        )
-
-
-def _bench_replay(parser, argv):
-    from qzoo.run import bench
-
-    fields = {f.name: f for f in dataclasses.fields(bench.ReplayBench)}
-    values = dataclasses.asdict(bench.ReplayBench())
-    add_options(parser, fields.values(), values)
-    for name, text in parse(parser, argv).items():
-        values[name] = options_lib.parse(fields[name], text)
-    bench.check_replay_bench(**values)
-    bench.bench_replay(**values)
-
-
-def _bench_train(parser, argv):
-    from qzoo.run import bench, threads
-
-    own = {f.name: f for f in dataclasses.fields(bench.TrainBench)}
-    own_values = dataclasses.asdict(bench.TrainBench())
-    shown_defaults = dict(own_values)
-    if any(token in ("-h", "--help") for token in argv):
-        agent = _value_of("--agent", argv) or own_values["agent"]
-        config_lib.check_agent(agent)
-        shown_defaults.update(_defaults(agent, argv), agent=agent)
-    add_options(parser, own.values(), shown_defaults, title="bench train")
-    fields = [f for f in _config_fields() if f.name not in bench.UNUSED_BY_BENCH]
-    add_options(parser, fields, {**dict.fromkeys(config_lib.FIELDS, ""), **shown_defaults})
-    why = "it writes nothing and does not evaluate"
-    refused = {flag(prefix + name): why for name in bench.UNUSED_BY_BENCH for prefix in ("", "no_")}
-    options = parse(parser, argv, refused)
-    for name, field in own.items():
-        if name in options:
-            own_values[name] = options_lib.parse(field, options.pop(name))
-    config = build_config(own_values["agent"], options, strict=True)
-    bench.check_train_bench(config, own_values["warmup_transitions"])
-    threads.apply(config)
-    bench.measure_train(config, own_values["frames"], own_values["warmup_transitions"])
 
 
 def main(argv=None):
@@ -320,7 +101,7 @@ def main(argv=None):
             parse(Parser(prog="qzoo agents", description=COMMANDS["agents"]), argv[1:])
             agents()
         elif command == "bench":
-            bench_command(argv[1:])
+            bench.bench_command(argv[1:])
         elif command in _available_tools():
             import importlib
 
@@ -349,7 +130,7 @@ def main(argv=None):
                 f"unknown command {options['command']!r}; expected {', '.join(commands)}"
                 + (f" (did you mean {hint[0]}?)" if hint else "")
             )
-    except _Exit as e:
+    except Exit as e:
         return e.status
     except Diverged as e:
         print(f"qzoo: diverged: {e}", file=sys.stderr)

@@ -5,9 +5,9 @@ parts, each shard memory-mapping only its own), and an evaluator (workers.EvalWo
 plays the evaluation frames. There are no training actors: `--actors` and
 `--envs-per-actor` keep their default, 1 (options_features.py refuses another value).
 
-`OfflineRayTrainer` is the local `Trainer` with its dataset replaced by
-`ShardedDataset`, so an iteration's updates, target copies, frame counts, results row,
-checkpoint and resume are the local offline run's (loop.Trainer._offline_phase), plus
+`OfflineRayDriver` is the local offline driver (offline/driver.py) with its dataset
+replaced by `ShardedDataset`, so an iteration's updates, target copies, frame counts,
+results row, checkpoint and resume are the local offline run's, plus
 the columns `learner_update_rate`, `replay_sample_rate` (over the iteration, training
 and evaluation) and `replay_shard_restarts`; `learner_wait_fraction` is the part of
 the training phase the learner waited for a batch.
@@ -40,14 +40,13 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from qzoo import envs
-from qzoo.acting.ratio import UpdateSchedule, updates_per_frame
-from qzoo.distributed.cluster import Faults, connect, lost_errors
+from qzoo.distributed.cluster import Faults, lost_errors
 from qzoo.distributed.dataset_shards import DatasetShard, data_rows, split
 from qzoo.distributed.workers import EvalWorker, to_numpy
 from qzoo.errors import UserError
+from qzoo.offline.dataset import dataset_checkpoints, first_suffixes
+from qzoo.offline.driver import OfflineDriver
 from qzoo.replay.batch import Batch
-from qzoo.run.trainer import Trainer
 
 PREFETCH = 2  # batches requested ahead per shard
 
@@ -147,31 +146,25 @@ class ShardedDataset:
         pass
 
 
-class OfflineRayTrainer(Trainer):
-    """A `Trainer` whose dataset is sharded on Ray and whose evaluation runs in a Ray
+class OfflineRayDriver(OfflineDriver):
+    """The offline driver with its dataset sharded on Ray and its evaluation in a Ray
     actor (see the module docstring)."""
 
-    def __init__(self, config, info=None):
+    def __init__(self, parts, policy, evaluation):
         import ray
 
-        connect(config)
-        self._setup_learner(config, info or envs.describe(config))
+        config = parts.config
         self.faults = Faults()
         token, options = uuid.uuid4().hex[:8], {"max_restarts": -1, "max_task_retries": 0}
         shard = ray.remote(num_cpus=0, **options)(DatasetShard)
-        self.shards = [shard.options(name=f"qzoo-shard-{k}-{token}").remote(config, self.info, k)
+        self.shards = [shard.options(name=f"qzoo-shard-{k}-{token}").remote(config, parts.info, k)
                        for k in range(config.replay_shards)]  # fmt: skip
-        self.evaluator = ray.remote(num_cpus=0, max_restarts=-1)(EvalWorker).options(
-            name=f"qzoo-evaluator-{token}").remote(config, self.info)  # fmt: skip
+        self.remote_evaluator = ray.remote(num_cpus=0, max_restarts=-1)(EvalWorker).options(
+            name=f"qzoo-evaluator-{token}").remote(config, parts.info)  # fmt: skip
+        self.config = config
         self._reseed(0)
-        self.replay = self._open_dataset()
-        self.replay_log = None
-        self.updates = UpdateSchedule(updates_per_frame(config),
-                                      config.target_network_update_period)  # fmt: skip
-        self.epsilon = self.train_epsilon = lambda _: math.nan  # no acting
-        self.driver = SimpleNamespace(columns=self._columns)
-        self.iteration, self.frame_t, self.wall_time = 0, 0, 0.0
-        self.transitions_sampled = self.transitions_collected = 0
+        self._dataset = None
+        super().__init__(parts, policy, evaluation, open_dataset=self._open_dataset)
         self._last = self._snapshot()
 
     def _reseed(self, generation):
@@ -183,21 +176,19 @@ class OfflineRayTrainer(Trainer):
 
     def _open_dataset(self, suffixes=None):
         """The chosen checkpoints (as the local run's), split across the shards."""
-        from qzoo.offline.dataset import dataset_checkpoints, first_suffixes
-
-        config = self.config
+        config, info = self.config, self.parts.info
         if suffixes is None:
             suffixes = first_suffixes(config)
         # Checked (and Dopamine's files converted, once) here, before any shard opens them.
-        checkpoints = dataset_checkpoints(config.offline, self.info, suffixes,
+        checkpoints = dataset_checkpoints(config.offline, info, suffixes,
                                           config.offline_transitions)  # fmt: skip
         parts = split({s: data_rows(c) for s, c in checkpoints.items()}, len(self.shards))
         answers = [call(self.faults, "replay shard", k, shard.counts, parts[k])
                    for k, shard in enumerate(self.shards)]  # fmt: skip
         for k, (_, pid) in enumerate(answers):
             self.faults.answered("replay shard", k, pid)
-        if getattr(self, "replay", None) is not None:
-            self.replay.close()
+        if self._dataset is not None:
+            self._dataset.close()
         dataset = ShardedDataset(self.shards, self.faults, sorted(suffixes), parts,
                                  [counts for counts, _ in answers], config.batch_size,
                                  self.picks, per_checkpoint=bool(config.offline_reload))  # fmt: skip
@@ -206,14 +197,15 @@ class OfflineRayTrainer(Trainer):
         print(f"offline: {len(suffixes)} checkpoints of {config.offline} (suffixes "
               f"{', '.join(map(str, sorted(suffixes)))}), {dataset.size:,} transitions over "
               f"{len(self.shards)} replay shards", file=sys.stderr)  # fmt: skip
+        self._dataset = dataset
         return dataset
 
     def train_phase(self, num_frames, progress=None):
         # With --offline-reload the phase opens a new dataset (waited from 0): count
         # only the wait of the dataset the phase sampled.
-        before = self.replay
+        before = self._dataset
         train = super().train_phase(num_frames, progress)
-        waited = self.replay.waited - (before.waited if self.replay is before else 0.0)
+        waited = self._dataset.waited - (before.waited if self._dataset is before else 0.0)
         train["learner_wait_fraction"] = waited / train["duration"]
         return train
 
@@ -221,15 +213,14 @@ class OfflineRayTrainer(Trainer):
         """The evaluator plays `num_frames` frames with the learner's weights."""
         import ray
 
-        weights = ray.put(to_numpy(self.learner.weights()))
-        evaluate = self.evaluator.evaluate
+        weights = ray.put(to_numpy(self.parts.learner.weights()))
+        evaluate = self.remote_evaluator.evaluate
         stats = call(self.faults, "evaluator", 0, evaluate, weights, num_frames)
         if progress is not None:
             progress(num_frames, SimpleNamespace(completed=[]))
         return stats
 
-    def _columns(self, train, stats):
-        """Stands in for the acting driver's columns (acting/drivers.py)."""
+    def columns(self, train, stats):
         duration = train.get("duration", math.nan)
         return {
             "train_updates_per_second": stats["num_updates"] / duration if duration else math.nan,
@@ -238,34 +229,33 @@ class OfflineRayTrainer(Trainer):
         }
 
     def _snapshot(self):
-        return time.perf_counter(), self.transitions_sampled // self.config.batch_size
+        return time.perf_counter(), self.updates.transitions_sampled // self.config.batch_size
 
-    def run_iteration(self, progress=None):
-        """Trainer's row plus the learner's rates over the iteration (training and
-        evaluation) and the shards' restarts so far."""
-        row = super().run_iteration(progress)
+    def extra_columns(self):
+        """The learner's rates over the iteration (training and evaluation) and the
+        shards' restarts so far."""
         now = self._snapshot()
         elapsed, updates = now[0] - self._last[0], now[1] - self._last[1]
         self._last = now
-        row.update({
+        return {
             "learner_update_rate": updates / elapsed,
             "replay_sample_rate": updates * self.config.batch_size / elapsed,
             "replay_shard_restarts": self.faults.restarts["replay shard"],
-        })  # fmt: skip
-        return row
+        }
 
     def load_state_dict(self, state):
         super().load_state_dict(state)
         # New draws for the resumed run (its start would otherwise draw the batches the
         # run's first iterations drew); the prefetched ones are dropped.
-        self.replay.close()
-        self._reseed(self.iteration)
-        self.replay.rng = self.picks
+        self._dataset.close()
+        self._reseed(int(state["iteration"]))
+        self._dataset.rng = self.picks
         self._last = self._snapshot()
 
-    def finish(self):
+    def close(self):
         """Stops the run's Ray actors (a local Ray instance ends with this process)."""
         import ray
 
-        for handle in [*self.shards, self.evaluator]:
+        super().close()
+        for handle in [*self.shards, self.remote_evaluator]:
             ray.kill(handle)

@@ -17,15 +17,15 @@ import os
 import numpy as np
 import torch
 
-from qzoo.acting.actor import Actor, Policy
-from qzoo.acting.explore import apex_epsilons
+from qzoo.acting.actor import Actor
+from qzoo.acting.exploration import apex_epsilons, uses_epsilon
+from qzoo.acting.policy import Policy
 from qzoo.distributed.shards import ROW_FIELDS
 from qzoo.learning.objectives import make_objective
 from qzoo.networks.network import make_network
 from qzoo.replay.batch import Row
 from qzoo.replay.frames import FrameStorage, observation_shape
 from qzoo.run.streams import PARTS, Stream, Streams
-from qzoo.run.trainer import uses_epsilon
 
 # Rows an actor steps before sending them (Ape-X's local buffer of 50 transitions,
 # Horgan et al. 2018, appendix: "the actors ... send ... every 50 steps").

@@ -20,10 +20,9 @@ import warnings
 import gymnasium
 import numpy as np
 
-from qzoo.config.options import shown
 from qzoo.envs import memory  # noqa: F401  registers qzoo/StatelessCartPole-v1
 from qzoo.envs.scores import ATARI_GAMES
-from qzoo.errors import UserError, closest
+from qzoo.errors import UserError, closest, shown
 
 EnvStep = collections.namedtuple(
     "EnvStep", "frame reward first last terminated life_loss real_steps"

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from qzoo.learning import draws, optim
-from qzoo.learning.learner import autocast
+from qzoo.learning.precision import autocast
 
 
 class _Pair(nn.Module):

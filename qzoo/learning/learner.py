@@ -7,7 +7,6 @@ in, new priorities go out, and the loss and mean Q accumulate on the device unti
 same process (`online`) or as a state dict elsewhere (`weights()`).
 """
 
-import contextlib
 import copy
 import threading
 
@@ -15,18 +14,11 @@ import numpy as np
 import torch
 
 from qzoo.learning.augmentation import Augmented
+from qzoo.learning.compiled import CompiledUpdate
 from qzoo.learning.objectives import make_objective
 from qzoo.learning.optim import clip_by_global_norm_, make_optimizer
+from qzoo.learning.precision import autocast
 from qzoo.networks.network import make_network
-
-
-def autocast(precision, device):
-    """The context the learner's forward passes run in: bfloat16 autocast (Micikevicius
-    et al. 2018's mixed precision, with bfloat16's float32 range: no loss scaling) for
-    --precision bfloat16, else nothing. Networks return float32 outputs either way."""
-    if precision == "bfloat16":
-        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 class Learner:
@@ -54,8 +46,6 @@ class Learner:
         # --compile: the gradient step as one compiled graph (compiled.py).
         self._compiled = None
         if config.compile:
-            from qzoo.learning.compiled import CompiledUpdate
-
             self._compiled = CompiledUpdate(
                 self.online, self.target, self.objective, self.optimizer,
                 config.max_global_grad_norm, device, config.precision,

@@ -20,7 +20,7 @@ import math
 import torch
 from torch import nn
 
-from qzoo.networks.network import INITS, DopamineTorso, MinAtarTorso, MlpTorso, NatureTorso
+from qzoo.networks.torsos import INITS, DopamineTorso, MinAtarTorso, MlpTorso, NatureTorso
 
 
 class _ScaleGradient(torch.autograd.Function):

@@ -17,7 +17,6 @@ import glob
 import json
 import math
 import os
-import shutil
 import sys
 import tempfile
 
@@ -201,75 +200,6 @@ def to_dopamine(src, dst):
     for suffix, arrays in load_qzoo(src).items():
         dopamine.write_checkpoint(dst, suffix, arrays)
         print(f"checkpoint {suffix} -> {dst}", file=sys.stderr)
-
-
-def main(argv):
-    """`qzoo dataset info DIR [--json]` and `qzoo dataset convert SRC DST --to ...`."""
-    from qzoo.cli.main import Parser, parse
-
-    parser = Parser(prog="qzoo dataset", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", metavar="info|convert")
-    show = commands.add_parser("info", help="what a dataset folder holds")
-    show.add_argument("folder")
-    show.add_argument("--json", action="store_true", help="one JSON object")
-    show.add_argument(
-        "--stack",
-        type=int,
-        choices=range(1, 65),
-        metavar="K",
-        help="frames per state, for counting valid transitions (default: the stack the "
-        "files were logged with, e.g. 1 for a MinAtar run's, told by their invalid_range and "
-        "padding rows; 4, Dopamine's, when they cannot tell)",
-    )
-    convert = commands.add_parser("convert", help="between Dopamine's files and qzoo's")
-    convert.add_argument("src")
-    convert.add_argument("dst")
-    convert.add_argument("--to", choices=("qzoo", "dopamine"), required=True)
-    options = parse(parser, argv)
-    if options.get("command") is None:
-        raise UserError("dataset needs a command; expected info or convert")
-    if options["command"] == "info":
-        report = info(options["folder"], options["stack"])
-        if options["json"]:
-            print(json.dumps(report))
-            return
-        stack_from = {"files": "as logged", "option": "--stack",
-                      "default": "Dopamine's; the files do not tell"}[report["stack_from"]]  # fmt: skip
-        print(f"{report['folder']} ({report['game'] or 'game unknown'}): "
-              f"{len(report['checkpoints'])} checkpoints, {report['transitions']:,} "
-              f"transitions (frame stack {report['stack']}, {stack_from}), "
-              f"{report['bytes'] / 2**30:.2f} GiB")  # fmt: skip
-        for row in report["checkpoints"]:
-            ret = row["mean_clipped_return"]
-            print(f"  ckpt {row['checkpoint']:>3}: add_count {row['add_count']:>10,}  "
-                  f"transitions {row['transitions']:>9,}  episodes {row['episodes_ended']:>6,}  "
-                  f"mean clipped return {'n/a' if ret is None else f'{ret:.2f}'}")  # fmt: skip
-    else:
-        dst = options["dst"]
-        _check_empty_destination(dst)
-        try:
-            (to_qzoo if options["to"] == "qzoo" else to_dopamine)(options["src"], dst)
-        except BaseException:  # a file corrupt inside (CRC) shows only while converting
-            for name in os.listdir(dst) if os.path.isdir(dst) else ():  # it was empty
-                path = os.path.join(dst, name)
-                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-            raise
-
-
-def _check_empty_destination(dst):
-    """A conversion writes into a new or empty folder: into a dataset it would replace
-    some checkpoints and leave the others beside them, one dataset of two."""
-    try:
-        names = os.listdir(dst)
-    except FileNotFoundError:
-        return
-    except NotADirectoryError:
-        raise UserError(f"convert: {dst} is a file; expected a new or empty folder") from None
-    if names:
-        raise UserError(
-            f"convert: {dst} is not empty ({len(names)} entries, e.g. {min(names)}); "
-            "expected a new or empty folder (a conversion cut short: delete it and run again)"
-        )
 
 
 def first_suffixes(config):

@@ -210,3 +210,13 @@ def check_new_folder(log_replay):
             f"({len(found)} checkpoint files) that this new run would partly overwrite; "
             f"expected a new or empty folder (delete {logs} to log again there)"
         )
+
+
+def open_replay_log(config, info):
+    """--log-replay DIR's logger: rows into DIR/replay_logs (staged in DIR/.staging)."""
+    writer = LoggedReplayWriter(
+        os.path.join(config.log_replay, "replay_logs"), config.log_replay_capacity,
+        info.frame_shape, stack=config.frame_stack,
+        staging=os.path.join(config.log_replay, ".staging"),
+    )  # fmt: skip
+    return RowLogger(writer)

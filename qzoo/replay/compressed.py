@@ -35,31 +35,14 @@ and freed in first-in first-out order, so that a checkpoint saves the chunks as 
 are (views, no copy: checkpoint.py streams them) and nothing is pickled.
 """
 
-import importlib
-
 import numpy as np
 
-from qzoo.errors import UserError
+from qzoo.replay.arena import Arena
+from qzoo.replay.codecs import Codec
 from qzoo.replay.frames import FrameStorage, bytes_per_transition
 
 GROUP_ROWS = 4  # rows of one environment compressed together
 CHUNK_BYTES = 2**20  # arena chunk size (a chunk holds whole groups)
-
-# codec name -> (module, the pip package that provides it)
-CODECS = {"zstd": ("zstandard", "zstandard"), "lz4": ("lz4.block", "lz4")}
-
-
-def require(codec):
-    """The codec's module; UserError naming the `pip install` to run when it is missing."""
-    module, package = CODECS[codec]
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise UserError(
-            f"--replay-compression {codec} needs the {package} package: "
-            f"pip install 'qzoo[compression]' (or pip install {package})"
-        ) from None
-
 
 # The memory check before a run (loop.py) assumes a compressed frame takes this fraction
 # of its raw size. The most measured on Atari is 550 of 7,056 bytes (Space Invaders,
@@ -76,129 +59,6 @@ def bytes_estimate(capacity, num_envs, frame_shape, frame_dtype, num_actions):
     rows = -(-capacity // num_envs) * num_envs
     buffers = (4 * 32 * 2 + num_envs) * GROUP_ROWS * frame + 2 * CHUNK_BYTES
     return int(rows * (frame * ESTIMATED_RATIO + rest + index)) + buffers
-
-
-class Codec:
-    """compress(buffer) -> bytes and decompress(buffer, size) -> bytes for one codec.
-    zstd at level 1 (levels 3 and 9 saved 1-10% more and encoded 1.1-4x slower);
-    lz4's block format, without the size header (the storage knows each size). Like
-    the storage, not for several threads at once: a zstandard decompressor shared by
-    two threads corrupts data.
-
-    `decode_into` (lz4 only, None where unavailable) decodes groups straight into
-    memory the caller owns, by address, each only up to the bytes asked for; see
-    `lz4_decode_into`."""
-
-    def __init__(self, name):
-        module = require(name)
-        self.name = name
-        self.decode_into = None
-        if name == "zstd":
-            compressor = module.ZstdCompressor(level=1, write_content_size=True)
-            decompressor = module.ZstdDecompressor()
-            self.compress = compressor.compress
-            self.decompress = lambda data, size: decompressor.decompress(data)
-        else:
-            self.compress = lambda data: module.compress(data, store_size=False)
-            self.decompress = lambda data, size: module.decompress(data, uncompressed_size=size)
-            self.decode_into = lz4_decode_into(module)
-
-
-def lz4_decode_into(block):
-    """decode_into(sources, lengths, destinations, sizes): for each group, decodes the
-    `length` bytes of lz4 block at address `source` into `size` bytes at address
-    `destination` (a prefix of the group when `size` is less than the whole).
-
-    lz4.block.decompress returns a new bytes object, which the storage then copies
-    into place: on Pong that copy cost half as much again as the decoding itself
-    (1.8 MB per batch of 32). The lz4 package's extension module exports liblz4's
-    functions; LZ4_decompress_safe_partial writes into the destination directly,
-    never past `size` bytes, and stops there (a batch rarely needs a whole group).
-    None when the extension does not export it (then the storage uses decompress)."""
-    import ctypes
-
-    try:
-        function = ctypes.CDLL(block._block.__file__).LZ4_decompress_safe_partial
-    except (AttributeError, OSError):
-        return None
-    # (source, destination, source bytes, bytes wanted, destination capacity)
-    function.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 3
-    function.restype = ctypes.c_int
-
-    def decode_into(sources, lengths, destinations, sizes):
-        for source, length, destination, size in zip(sources, lengths, destinations, sizes):
-            if function(source, destination, length, size, size) != size:
-                raise ValueError(f"corrupt lz4 group of {length} bytes at {source:#x}")
-
-    return decode_into
-
-
-class Arena:
-    """Compressed groups back to back in chunks of `chunk_bytes`, allocated as needed.
-
-    Groups are written and overwritten in first-in first-out order (a ring of rows),
-    so a chunk is freed once the last group it holds has been overwritten; at most the
-    oldest chunk (partly freed) and the newest (partly written) carry unused bytes."""
-
-    def __init__(self, chunk_bytes):
-        self.chunk_bytes = chunk_bytes
-        self.chunks = {}  # chunk id -> uint8 array
-        self.address = {}  # chunk id -> the address of its first byte (Codec.decode_into)
-        self.live = {}  # chunk id -> groups it holds that are still stored
-        self.current, self.fill = -1, chunk_bytes  # chunk being written and its fill
-
-    @property
-    def nbytes(self):
-        return sum(chunk.nbytes for chunk in self.chunks.values())
-
-    def put(self, data):
-        """Stores `data` (bytes); returns (chunk id, offset)."""
-        n = len(data)
-        if n > self.chunk_bytes:
-            raise ValueError(f"a compressed group of {n} bytes exceeds the arena's chunks")
-        if self.fill + n > self.chunk_bytes:
-            if self.current in self.live and self.live[self.current] == 0:
-                self._free(self.current)
-            self.current, self.fill = self.current + 1, 0
-            self._allocate(self.current)
-            self.live[self.current] = 0
-        offset = self.fill
-        self.chunks[self.current][offset : offset + n] = np.frombuffer(data, np.uint8)
-        self.fill += n
-        self.live[self.current] += 1
-        return self.current, offset
-
-    def release(self, chunk):
-        """One group of `chunk` was overwritten."""
-        self.live[chunk] -= 1
-        if self.live[chunk] == 0 and chunk != self.current:
-            self._free(chunk)
-
-    def _allocate(self, chunk):
-        self.chunks[chunk] = np.empty(self.chunk_bytes, np.uint8)
-        self.address[chunk] = self.chunks[chunk].ctypes.data
-
-    def _free(self, chunk):
-        del self.chunks[chunk], self.live[chunk], self.address[chunk]
-
-    def view(self, chunk, offset, length):
-        return self.chunks[chunk][offset : offset + length]
-
-    def state_dict(self):
-        ids = sorted(self.chunks)
-        # The chunk being written is saved up to its fill only.
-        chunks = [self.chunks[i][: self.fill] if i == self.current else self.chunks[i] for i in ids]
-        return {"ids": np.array(ids, np.int64), "chunks": chunks, "current": self.current,
-                "fill": self.fill}  # fmt: skip
-
-    def load_state_dict(self, state, chunk_of_group):
-        self.chunks, self.address, self.live = {}, {}, {}
-        for i, data in zip(state["ids"].tolist(), state["chunks"]):
-            self._allocate(i)
-            self.chunks[i][: len(data)] = data  # from the file's memory map
-        self.current, self.fill = int(state["current"]), int(state["fill"])
-        ids, counts = np.unique(chunk_of_group[chunk_of_group >= 0], return_counts=True)
-        self.live = dict.fromkeys(self.chunks, 0) | dict(zip(ids.tolist(), counts.tolist()))
 
 
 class CompressedFrames:

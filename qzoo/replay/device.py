@@ -234,7 +234,7 @@ def _host(tensor):
 
 
 def check_gpu_memory(config, info):
-    """Refuses, before anything is written (loop.check_run), a replay that the GPU's
+    """Refuses, before anything is written (run/checks.py), a replay that the GPU's
     free memory cannot hold."""
     args = (config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
             info.num_actions)  # fmt: skip

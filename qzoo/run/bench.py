@@ -16,8 +16,9 @@ import time
 import numpy as np
 import torch
 
-from qzoo.config.options import Choice, Int, Real, Text, bad_value
-from qzoo.config.schema import PRESETS, Config, build_config, option
+from qzoo.config import PRESETS, Config, build_config, option
+from qzoo.config.values import Choice, Int, Real, Text
+from qzoo.errors import bad_value
 from qzoo.run.threads import usable_cores
 
 _COMPRESSION = {f.name: f for f in dataclasses.fields(Config)}["replay_compression"].metadata
@@ -191,7 +192,7 @@ def check_replay_bench(capacity, num_envs, n_steps, replay_compression="none", *
     """The replay must hold a stack of 4 and its n-step return per environment; the
     codec's package must be installed."""
     if replay_compression != "none":
-        from qzoo.replay.compressed import require
+        from qzoo.config.rules.compression import require
 
         require(replay_compression)
     rows = -(-capacity // num_envs)

@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 
-from qzoo.config.options import resolved_torso
+from qzoo.config.validate import resolved_torso
 
 MOST = 4  # auto's largest count, as before free cores were measured
 WINDOW = 0.25  # seconds between the two reads of /proc/stat

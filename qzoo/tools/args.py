@@ -6,8 +6,8 @@ line, `qzoo: error: --name: bad value X; expected ...`, exit code 2."""
 import argparse
 import dataclasses
 
-from qzoo.config import options as options_lib
-from qzoo.config.options import Choice, Int, Real
+from qzoo.config import values as options_lib
+from qzoo.config.values import Choice, Int, Real
 from qzoo.errors import UserError
 
 SEED = Int(0, 2**32 - 1, "an integer in [0, 2^32)")
@@ -64,7 +64,7 @@ def parse_tool(cls, argv, prog, usage, description, positional=None, shown=None,
     (None defaults that mean "the run's"). Returns (the positional value, an instance
     of `cls`, the set of option names the user gave). Raises UserError; --help raises
     cli's early exit, which cli.main turns into exit status 0."""
-    from qzoo.cli import main as cli
+    from qzoo.cli import parser as cli
 
     parser = cli.Parser(prog=prog, usage=usage, description=description)
     if positional:

@@ -26,7 +26,7 @@ from qzoo.tools.args import integer_option
 
 def parser():
     """The argument parser of `qzoo compare` (qzoo.cli.main.Parser: one-line errors)."""
-    from qzoo.cli.main import Parser
+    from qzoo.cli.parser import Parser
 
     p = Parser(
         prog="qzoo compare",
@@ -109,7 +109,7 @@ def main(argv):
 
 
 def _parse(argv):
-    from qzoo.cli.main import parse
+    from qzoo.cli.parser import parse
 
     options = parse(parser(), argv)
     if not options["runs"]:

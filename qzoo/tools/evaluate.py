@@ -19,9 +19,9 @@ import math
 import numpy as np
 
 from qzoo import envs
-from qzoo.acting.actor import Policy
-from qzoo.config.options import Int
-from qzoo.config.schema import option
+from qzoo.acting.policy import Policy
+from qzoo.config import option
+from qzoo.config.values import Int
 from qzoo.envs.scores import normalized_return
 from qzoo.errors import UserError
 from qzoo.replay.frames import FrameStacker

@@ -41,7 +41,7 @@ EXTENSIONS = (".png", ".svg")
 
 def parser():
     """The argument parser of `qzoo plot` (qzoo.cli.main.Parser: one-line errors)."""
-    from qzoo.cli.main import Parser
+    from qzoo.cli.parser import Parser
 
     p = Parser(
         prog="qzoo plot",
@@ -64,7 +64,7 @@ def parser():
 
 def main(argv):
     """`qzoo plot` with the arguments after the command; UserError on bad input."""
-    from qzoo.cli.main import parse
+    from qzoo.cli.parser import parse
     from qzoo.tools import results
 
     options = parse(parser(), argv)

@@ -29,10 +29,10 @@ import time
 
 import numpy as np
 
+import qzoo.config as config_lib
 from qzoo import envs
-from qzoo.config import schema as config_lib
-from qzoo.config.options import Choice, Int, Text
-from qzoo.config.schema import option
+from qzoo.config import option
+from qzoo.config.values import Choice, Int, Text
 from qzoo.errors import UserError, closest
 from qzoo.run import threads
 from qzoo.run.logs import progress_bar
@@ -156,7 +156,8 @@ class ActWork(Work):
     """An evaluation actor: the environment and greedy actions of a fresh network."""
 
     def __init__(self, config):
-        from qzoo.acting.actor import Actor, Policy
+        from qzoo.acting.actor import Actor
+        from qzoo.acting.policy import Policy
         from qzoo.networks.network import make_network
         from qzoo.replay.frames import observation_shape
         from qzoo.run.streams import Streams

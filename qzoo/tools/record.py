@@ -19,8 +19,8 @@ import tempfile
 
 import numpy as np
 
-from qzoo.config.options import Bool, Int
-from qzoo.config.schema import option
+from qzoo.config import option
+from qzoo.config.values import Bool, Int
 from qzoo.errors import UserError
 from qzoo.run import threads
 from qzoo.run.logs import progress_bar

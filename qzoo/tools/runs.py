@@ -10,12 +10,12 @@ from typing import NamedTuple
 import torch
 
 from qzoo import envs
-from qzoo.config.schema import Config
+from qzoo.config import Config
 from qzoo.errors import UserError
 from qzoo.networks.network import make_network
 from qzoo.replay.frames import observation_shape
 from qzoo.run import checkpoint
-from qzoo.run.rundir import CHECKPOINT, NETWORKS, network_path
+from qzoo.run.run_folder import CHECKPOINT, NETWORKS, network_path
 
 
 class Run(NamedTuple):

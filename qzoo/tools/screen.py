@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 import torch
 
-from qzoo.acting.explore import epsilon_greedy
+from qzoo.acting.exploration import epsilon_greedy
 from qzoo.replay.frames import FrameStacker
 from qzoo.run.streams import Streams
 

@@ -26,8 +26,8 @@ import time
 
 import numpy as np
 
-from qzoo.config.options import Int, Text
-from qzoo.config.schema import option
+from qzoo.config import option
+from qzoo.config.values import Int, Text
 from qzoo.errors import UserError
 from qzoo.tools import args as args_lib
 from qzoo.tools import stats
@@ -81,14 +81,14 @@ def main(argv):
         "qzoo suite report [--out DIR] [--agents A,B] [--games G,...|atari100k] [--reps N]",
         __doc__.split("\n\n", 1)[1], shown=SHOWN,
     )  # fmt: skip
-    from qzoo.tools import suite
+    from qzoo.tools import suite_runs
 
-    agents = suite._names(options.agents, "agents") if options.agents else None
+    agents = suite_runs.names(options.agents, "agents") if options.agents else None
     games = None
     if options.games:
         from qzoo import envs
 
-        games = [envs.interpret(g)[1] for g in suite.expand_games(options.games)]
+        games = [envs.interpret(g)[1] for g in suite_runs.expand_games(options.games)]
     entries = collect(options.out, agents)
     if not entries and not agents:
         raise UserError(
@@ -114,7 +114,7 @@ def main(argv):
 def collect(out, agents=None):
     """RunEntry for every run folder under out/<agent>/ (all agents' folders, or
     `agents`'), sorted by agent, game and seed."""
-    from qzoo.tools import results, suite
+    from qzoo.tools import results, suite_runs
 
     if not os.path.isdir(out):
         raise UserError(f"{out!r} is not a folder; pass the suite's --out")
@@ -137,7 +137,7 @@ def collect(out, agents=None):
             game, seed = run.config.env, run.config.seed
             last = run.columns["iteration"][-1]
             total = run.config.iterations
-            finished = suite.is_complete(folder) and np.isfinite(
+            finished = suite_runs.is_complete(folder) and np.isfinite(
                 run.columns["eval_episode_return"][-1]
             )
             status = "finished" if finished else f"unfinished: iteration {int(last)} of {total}"

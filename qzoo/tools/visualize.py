@@ -31,7 +31,7 @@ EXTENSIONS = (".html", ".png")
 
 def parser():
     """The argument parser of `qzoo visualize` (qzoo.cli.main.Parser: one-line errors)."""
-    from qzoo.cli.main import Parser
+    from qzoo.cli.parser import Parser
 
     p = Parser(
         prog="qzoo visualize",
@@ -56,7 +56,7 @@ def parser():
 
 def main(argv):
     """`qzoo visualize` with the arguments after the command; UserError on bad input."""
-    from qzoo.cli.main import parse
+    from qzoo.cli.parser import parse
     from qzoo.run import threads
     from qzoo.tools import results
     from qzoo.tools.runs import load_run
@@ -84,7 +84,7 @@ def play_episode(run, steps, seed):
     """The stacked observations [T, ...] of one episode (at most `steps`) played by the
     run's network at its eval epsilon, and the episode's return so far."""
     from qzoo import envs
-    from qzoo.acting.actor import Policy
+    from qzoo.acting.policy import Policy
     from qzoo.replay.frames import FrameStacker
 
     config, info = run.config, run.info

@@ -19,51 +19,38 @@ checkpoint only once the new one is complete on disk.
 
 import contextlib
 import dataclasses
-import json
 import math
 import numbers
 import os
-import shlex
 import shutil
 import sys
 
 import torch
 
+import qzoo.config as config_lib
 from qzoo import envs
-from qzoo.config import schema as config_lib
 from qzoo.errors import Diverged, UserError, WorkerDied
-from qzoo.run import checkpoint, folder, logs, threads
+from qzoo.run import checkpoint, logs
+from qzoo.run import folder_files as folder
+from qzoo.run.changes import (
+    ACCEPTABLE,
+    RESUMABLE,
+    WHAT_DIFFERS,
+    differences,
+    parse_accept,
+    plain,
+    resume_command,
+)
 from qzoo.run.lock import RunLock
+from qzoo.run.thread_record import record_threads
 
-CHECKPOINT = os.path.join("checkpoints", "latest.safetensors")
+CHECKPOINT = folder.CHECKPOINT
 # The online network alone, per iteration (--snapshot-interval): what `qzoo eval
 # --checkpoint K` loads. A few MB each, next to the replay's GB in latest.safetensors.
 NETWORKS = folder.NETWORKS
 OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before format 1
 # {"threads": N, "device": "cpu" or "cuda"}: the count a start ran with, which an auto
 # resume keeps (threads.py). Not in config.json, whose `threads` is what the user asked.
-THREADS = os.path.join("checkpoints", "threads.json")
-
-# Options a resumed run may change without changing its results. (`accept_changes` is
-# the per-command option below; it is not part of a run.)
-RESUMABLE = ("device", "threads", "progress", "tensorboard", "run_dir", "accept_changes",
-             "snapshot_interval", "address", "pin_threads", "actor_process")  # fmt: skip
-
-# Options a resume may change when the user says so with --accept-changes, and what it
-# does to the run: a resumed run then differs from one started with the new value.
-ACCEPTABLE = {
-    "iterations": "epsilon's decay length and prioritized replay's beta annealing are "
-    "fractions of the whole run (as in DQN Zoo), so from the next frame on they follow "
-    "the new length, and the run differs from one started with it",
-}
-
-# What a differing option means for the checkpoint, for the refusal message.
-WHAT_DIFFERS = dict.fromkeys(
-    ("torso", "mlp_hidden", "mlp_layers", "dueling", "noisy", "shared_bias", "distribution",
-     "num_atoms", "num_quantiles", "tau_latent_dim", "frame_stack"), "network shape",
-) | {"replay_capacity": "replay size", "num_envs": "replay size"}  # fmt: skip
-
-
 def train(config, accept_changes=None, notes=()):
     """Trains `config` in its run folder (config.run_dir, or runs/<agent>-<env>-<seed>),
     resuming it when it holds a checkpoint; see the module docstring. `notes` are
@@ -76,7 +63,7 @@ def train(config, accept_changes=None, notes=()):
     if accept_changes is None:
         accept_changes = parse_accept(config.accept_changes)
     run_dir = config.run_dir or config_lib.default_run_dir(config)
-    from qzoo.run.trainer import check_run
+    from qzoo.run.checks import check_run
 
     # Before anything is written: a run the machine cannot hold, or whose options the
     # environment rules out, is refused at once.
@@ -116,18 +103,6 @@ def train(config, accept_changes=None, notes=()):
             with contextlib.suppress(OSError):
                 os.rmdir(run_dir)
         raise
-
-
-def parse_accept(text):
-    """'iterations,x' -> ('iterations', 'x'), each checked against ACCEPTABLE."""
-    names = tuple(n.strip().replace("-", "_") for n in str(text or "").split(",") if n.strip())
-    for name in names:
-        if name not in ACCEPTABLE:
-            raise UserError(
-                f"--accept-changes: {name!r} cannot be accepted on a resume; accepted: "
-                + ", ".join(ACCEPTABLE)
-            )
-    return names
 
 
 class _Run:
@@ -215,7 +190,7 @@ class _Run:
             )
         saved_json = folder.read_config_json(self.config_path)
         state = checkpoint.load(self.ckpt_path) if os.path.lexists(self.ckpt_path) else None
-        current = _plain(dataclasses.asdict(self.config))
+        current = plain(dataclasses.asdict(self.config))
         if state is not None:
             if not folder.holds_a_run(state):
                 raise UserError(f"checkpoint {self.ckpt_path} does not hold a qzoo run")
@@ -231,7 +206,7 @@ class _Run:
             # config.json may differ from the checkpoint in what a resume may change: a
             # start writes it before its first save (an accepted change that a kill cut
             # short leaves config.json ahead of the checkpoint).
-            edited = _differences(state["config"], saved_json, RESUMABLE + self.accept)
+            edited = differences(state["config"], saved_json, RESUMABLE + self.accept)
             if edited:
                 raise UserError(
                     f"{self.config_path} was edited ("
@@ -255,8 +230,8 @@ class _Run:
                 f"{current['agent']} on {current['env']}: resume it with `qzoo train "
                 f"{saved['agent']} --env {saved['env']} ...`, or use another --run-dir"
             )
-        differences = _differences(saved, current, RESUMABLE)
-        refused = [d for d in differences if d[0] not in self.accept]
+        found = differences(saved, current, RESUMABLE)
+        refused = [d for d in found if d[0] not in self.accept]
         if refused:
             listed = ", ".join(
                 f"--{k.replace('_', '-')} {b!r} differs from {a!r}"
@@ -272,16 +247,13 @@ class _Run:
                     ACCEPTABLE[k] for k, _, _ in refused
                 )
             raise UserError(f"{listed} used by the run in {self.run_dir}; {hint}")
-        return differences
+        return found
 
     def make_trainer(self, state):
         """A Trainer for the config, with the checkpoint's state when there is one."""
         from qzoo.run.trainer import Trainer
 
-        make = Trainer
-        if self.config.ray:  # the learner of a Ray run (issue 14)
-            from qzoo.distributed import make_trainer as make
-        trainer = make(self.config, self.info)
+        trainer = Trainer(self.config, self.info)
         if state is not None:
             mismatch = checkpoint.first_mismatch(state, trainer.state_dict())
             if mismatch:
@@ -344,58 +316,9 @@ class _Run:
                 checkpoint.save(path, trainer.learner.online.state_dict())
 
 
-def saved_threads(run_dir):
-    """What threads.apply needs to know of a run folder for an auto resume: None where
-    it holds no checkpoint (a new run chooses afresh) or its last start ran on a GPU,
-    else the thread count its last start ran with on the CPU, or 0 where no start
-    recorded one (a run saved before the record existed). Never raises: what is wrong
-    with the folder is for train() to say."""
-    if not os.path.lexists(os.path.join(run_dir, CHECKPOINT)):
-        return None
-    try:
-        with open(os.path.join(run_dir, THREADS), "rb") as f:
-            record = json.loads(f.read().decode("utf-8"))
-        count, device = record["threads"], record["device"]
-    except (OSError, ValueError, TypeError, KeyError):
-        return 0
-    if device != "cpu":
-        return None
-    return count if type(count) is int and count >= 1 else 0
-
-
-def record_threads(run_dir, config, after=""):
-    """Writes THREADS with the count in effect (torch.get_num_threads()), atomically."""
-    device = "cuda" if threads.on_gpu(config) else "cpu"
-    text = json.dumps({"threads": torch.get_num_threads(), "device": device}) + "\n"
-    path = os.path.join(run_dir, THREADS)
-    with folder.os_errors("write", path, after):
-        checkpoint.atomic_write(path, lambda f: f.write(text.encode()))
-
-
 def network_path(run_dir, iteration):
     """Where the online network of `iteration` is kept (see NETWORKS)."""
     return os.path.join(run_dir, NETWORKS, f"iteration-{iteration}.safetensors")
-
-
-def _plain(value):
-    """Config values as JSON gives them back (tuples become lists), for comparisons."""
-    return json.loads(json.dumps(value))
-
-
-def _differences(saved, current, ignore):
-    """[(key, saved value, current value)] over the keys of `saved` and `current`. A key
-    that a newer qzoo added to Config (absent from `saved`) has the value the saved run
-    ran with: the option's default for that run's agent and environment."""
-    saved, current = _plain(saved), _plain(current)
-    missing = [k for k in current if k not in saved]
-    if missing:
-        defaults = _plain(config_lib.default_values(saved))
-        saved = {**saved, **{k: defaults[k] for k in missing if k in defaults}}
-    return [
-        (k, saved[k], current.get(k))
-        for k in saved
-        if k not in ignore and saved[k] != current.get(k)
-    ]
 
 
 def _check_finite(row):
@@ -412,24 +335,3 @@ def _check_finite(row):
             + " (the run diverged: try a lower --learning-rate or a gradient clip, in "
             "another --run-dir)"
         )
-
-
-def resume_command(config, run_dir, accept=()):
-    """The `qzoo train` command that resumes this run: the agent, --env, --run-dir and
-    every option that differs from the agent's defaults on that environment. Built
-    from the config, not sys.argv, so that it holds however qzoo was started
-    (`python -m qzoo`, tests calling cli.main) and names the run folder explicitly."""
-    domain, env = envs.resolve(config.env)
-    defaults = dataclasses.asdict(config_lib.make_config(config.agent, env, domain, {}))
-    args = ["qzoo", "train", config.agent, "--env", config.env, "--run-dir", run_dir]
-    for key, value in dataclasses.asdict(config).items():
-        if key in ("agent", "env", "run_dir", "accept_changes") or defaults[key] == value:
-            continue
-        name = key.replace("_", "-")
-        if isinstance(value, bool):
-            args.append(f"--{name}" if value else f"--no-{name}")
-        else:
-            args += [f"--{name}", repr(value) if isinstance(value, float) else str(value)]
-    if accept:
-        args += ["--accept-changes", ",".join(accept)]
-    return shlex.join(args)

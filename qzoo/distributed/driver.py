@@ -19,8 +19,8 @@ The replay ratio (transitions sampled per transition collected, rlpyt's definiti
 8 for DQN Zoo's 32 every 16 frames) holds both ways: the learner never runs ahead of
 the data, and actors stop being given work while the learner is more than a tolerance
 behind (5% of its updates, at least one chunk per actor). The realised ratio is a
-results.csv column. `RayTrainer` is the local `Trainer` with its phases replaced, so a
-results row, the checkpoint and resume go through the same code (loop.run, rundir).
+results.csv column. `RayDriver` is a driver (acting/driver.py) like the local ones, so a
+results row, the checkpoint and resume go through the same code (run/trainer.py, rundir).
 
 What a Ray run does not promise: bit-identical results or resume (actors run
 concurrently); the actors' and shards' random streams are not in the checkpoint
@@ -35,12 +35,12 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from qzoo import envs
+from qzoo.acting.driver import Driver
 from qzoo.acting.ratio import updates_per_frame
-from qzoo.distributed.cluster import Faults, connect, lost_errors
+from qzoo.acting.schedule import importance_sampling_schedule
+from qzoo.distributed.cluster import Faults, lost_errors
 from qzoo.distributed.recurrent import worker_classes
 from qzoo.distributed.workers import CHUNK_STEPS, ray_epsilons, to_numpy
-from qzoo.run.trainer import Trainer
 
 EMPTY = (0, 0, False, math.nan, None)  # a shard's stats before it answered (shards.py)
 PREFETCH = 2  # batches requested ahead from each shard
@@ -52,36 +52,18 @@ def frames_per_update(config):
     return float(1 / updates_per_frame(config))
 
 
-class _RayColumns:
-    """Stands in for an acting driver (acting/drivers.py) in Trainer.run_iteration:
-    the same columns in the same place; RayTrainer.run_iteration fills in the ratio
-    and the learner's waiting as the Ray run measured them."""
+class RayDriver(Driver):
+    """Training and evaluation on Ray (see the module docstring), for the learner of
+    this process; the Ray actors are made here (their names carry a run token)."""
 
-    def columns(self, train, stats):
-        duration = train.get("duration", math.nan)
-        return {
-            "train_updates_per_second": stats["num_updates"] / duration if duration else math.nan,
-            "replay_ratio": math.nan,
-            "learner_wait_fraction": math.nan,
-        }
-
-
-class RayTrainer(Trainer):
-    """A `Trainer` whose training and evaluation run on Ray (see the module docstring).
-    It sets up what Trainer.run_iteration and the checkpoint use, without a local
-    replay (Trainer.__init__ would allocate all of it here)."""
-
-    def __init__(self, config, info=None):
+    def __init__(self, config, info, streams, learner):
         import ray
 
-        connect(config)
-        self._setup_learner(config, info or envs.describe(config))
-        self.replay_log = None
+        self.config, self.info, self.streams, self.learner = config, info, streams, learner
+        self.importance_sampling_exponent = importance_sampling_schedule(config)
         self.epsilons = ray_epsilons(config)
-        # results.csv's train_exploration_epsilon: the mean of the fixed epsilons.
-        self.epsilon = self.train_epsilon = lambda _: float(np.mean(self.epsilons))
-        self.driver = _RayColumns()
-        self.iteration, self.frame_t, self.wall_time = 0, 0, 0.0
+        self.frame_t = 0  # frames collected so far
+        self._collect_to = 0  # the frame count the next training phase collects up to
         self.frames_per_update = frames_per_update(config)
         self.target_every = max(1, round(config.target_network_update_period
                                          / self.frames_per_update))  # fmt: skip
@@ -269,8 +251,9 @@ class RayTrainer(Trainer):
         # collected then showed 0 frames/s and 5e7 updates/s.
         started, frames = self._train_mark or (time.perf_counter(), self.frame_t)
         self._progress = progress
+        self._collect_to += num_frames
         try:
-            self.collect_until(self.iteration * self.config.train_frames)
+            self.collect_until(self._collect_to)
         finally:
             self._progress = None
         ended = time.perf_counter()
@@ -293,6 +276,8 @@ class RayTrainer(Trainer):
         and learner go on."""
         import ray
 
+        if self._train_mark is None:  # the first iteration of this process
+            self._train_mark = (time.perf_counter(), self.frame_t)
         self._publish()
         while True:
             ref = self.evaluator.evaluate.remote(self.weights[0], num_frames)
@@ -316,12 +301,14 @@ class RayTrainer(Trainer):
             self.waited,
         )
 
-    def run_iteration(self, progress=None):
-        """Trainer's row plus the Ray run's rates over the iteration (train and
-        evaluation), the realised replay ratio and the restarts so far."""
-        if self._train_mark is None:  # the first iteration of this process
-            self._train_mark = (time.perf_counter(), self.frame_t)
-        row = super().run_iteration(progress)
+    def epsilon(self, frame_t):
+        """results.csv's train_exploration_epsilon: the mean of the fixed epsilons."""
+        return float(np.mean(self.epsilons))
+
+    def extra_columns(self):
+        """The Ray run's rates over the iteration (train and evaluation), the realised
+        replay ratio and the restarts so far."""
+        row = {}
         now = self._snapshot()
         elapsed = now[0] - self._last[0]
         frames, updates, added, waited = (a - b for a, b in zip(now[1:], self._last[1:]))
@@ -342,7 +329,7 @@ class RayTrainer(Trainer):
         })  # fmt: skip
         return row
 
-    def _prioritized_columns(self):
+    def prioritized_columns(self):
         if not self.config.prioritized:
             return {}
         return {
@@ -351,15 +338,14 @@ class RayTrainer(Trainer):
         }
 
     # ---- checkpointing and the end ---------------------------------------------
-    def state_dict(self):
-        """Trainer's state; the replay is every shard's (unless --no-checkpoint-replay)."""
+    def state_dict(self, common):
+        """The trainer's part; the replay is every shard's (unless
+        --no-checkpoint-replay), and the Ray loop's counters."""
         replay = None
         if self.config.checkpoint_replay:
             replay = [self._shard_state(k) for k in range(len(self.shards))]
         start = -1 if self.learn_start_frame is None else self.learn_start_frame
-        return {"iteration": self.iteration, "frame_t": self.frame_t,
-                "wall_time": self.wall_time, "learner": self.learner.state_dict(),
-                "replay": replay, "streams": self.streams.state_dict(),
+        return {**common, "replay": replay,
                 "ray": {"updates": self.updates, "learn_start_frame": start,
                         "transitions": self.transitions}}  # fmt: skip
 
@@ -377,10 +363,8 @@ class RayTrainer(Trainer):
     def load_state_dict(self, state):
         import ray
 
-        self.iteration, self.frame_t = int(state["iteration"]), int(state["frame_t"])
-        self.wall_time = float(state["wall_time"])
-        self.learner.load_state_dict(state["learner"])
-        self.streams.load_state_dict(state["streams"])
+        self.frame_t = int(state["frame_t"])
+        self._collect_to = int(state["iteration"]) * self.config.train_frames
         self.updates = int(state["ray"]["updates"])
         self.transitions = int(state["ray"]["transitions"])
         start = int(state["ray"]["learn_start_frame"])
@@ -395,7 +379,7 @@ class RayTrainer(Trainer):
         self._last = self._snapshot()
         self._publish()
 
-    def finish(self):
+    def close(self):
         """Stops the run's Ray actors (a local Ray instance ends with this process)."""
         import ray
 

@@ -1,153 +1,11 @@
-"""What every option accepts, and the relations between options.
-
-Each Config field names its domain (`Int`, `Real`, `Bool`, `Choice`, `Text`) in its
-metadata; `parse` turns a command-line string into a value of that domain, and
-`validate` checks a whole config before any work starts: every field against its
-domain, then the relations no single field can check (replay sizes against batch and
-n-step sizes, frame counts against action repeats, ...), then, for the options a user
-typed, the ones that would have no effect for the chosen agent and environment. A
-value that fails raises UserError: `--name: bad value X; expected ...`.
-"""
+"""A config checked whole before a run starts: every value against its domain, then
+the relations between options (the core ones here, each feature's in config/rules/),
+and, for the options a user typed, whether they act at all."""
 
 import dataclasses
-import math
 
 from qzoo.config import rules as features
-from qzoo.errors import UserError, bad_value, closest, flag, shown
-
-
-class Int:
-    """Integers in [low, high]; `1e6` and `1_000_000` are accepted when exact."""
-
-    metavar = "INT"
-
-    def __init__(self, low, high, describe=None):
-        self.low, self.high = low, high
-        self.expected = describe or f"an integer in [{low:_}, {high:_}]"
-
-    def parse(self, text):
-        try:
-            return int(text)
-        except ValueError:
-            number = float(text)  # ValueError for words, OverflowError never (gives inf)
-            if not number.is_integer() or abs(number) >= 2**53:  # inf and nan included
-                raise ValueError(text) from None
-            return int(number)
-
-    def accepts(self, value):
-        return (
-            isinstance(value, int)
-            and not isinstance(value, bool)
-            and (self.low <= value <= self.high)
-        )
-
-
-class Real:
-    """Finite numbers in an interval; `low_open` / `high_open` exclude the ends."""
-
-    metavar = "FLOAT"
-
-    def __init__(self, low=-math.inf, high=math.inf, low_open=False, high_open=False):
-        self.low, self.high, self.low_open, self.high_open = low, high, low_open, high_open
-        if high == math.inf:
-            self.expected = f"a finite number {'>' if low_open else '>='} {low:g}"
-        else:
-            left, right = "(" if low_open else "[", ")" if high_open else "]"
-            self.expected = f"a number in {left}{low:g}, {high:g}{right}"
-
-    def parse(self, text):
-        return float(text)
-
-    def accepts(self, value):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return False
-        above = value > self.low if self.low_open else value >= self.low
-        below = value < self.high if self.high_open else value <= self.high
-        return math.isfinite(value) and above and below
-
-
-class Bool:
-    metavar = "BOOL"
-    expected = "true or false"
-
-    def parse(self, text):
-        words = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
-        if text.lower() not in words:
-            raise ValueError(text)
-        return words[text.lower()]
-
-    def accepts(self, value):
-        return isinstance(value, bool)
-
-
-class Choice:
-    def __init__(self, *choices):
-        self.choices = choices
-        self.metavar = "{" + ",".join(choices) + "}"
-        self.expected = "one of " + ", ".join(choices)
-
-    def parse(self, text):
-        return text
-
-    def accepts(self, value):
-        return value in self.choices
-
-
-class Text:
-    metavar = "TEXT"
-
-    def __init__(self, empty_ok=False, describe="a non-empty text"):
-        self.empty_ok, self.expected = empty_ok, describe
-
-    def parse(self, text):
-        return text
-
-    def accepts(self, value):
-        return isinstance(value, str) and "\0" not in value and (self.empty_ok or bool(value))
-
-
-class Widths:
-    """Layer widths as text, comma-separated positive integers ("120,84"), or '' for
-    none given; text, so that config.json and checkpoints hold it as given, in one
-    spelling (parse writes "120, 084" as "120,84", so a resume compares like with like)."""
-
-    metavar = "W,W,..."
-
-    def __init__(self, high=10_000, most=8):
-        self.high, self.most = high, most
-        self.expected = f"'' or 1 to {most} comma-separated integers in [1, {high:_}]"
-
-    def parse(self, text):
-        if text == "":
-            return ""
-        return ",".join(str(int(part)) for part in text.split(","))  # ValueError: words
-
-    def accepts(self, value):
-        if not isinstance(value, str):
-            return False
-        parts = value.split(",") if value else []
-        return len(parts) <= self.most and all(
-            p.isascii() and p.isdigit() and str(int(p)) == p and 1 <= int(p) <= self.high
-            for p in parts
-        )
-
-
-def parse(field, value):
-    """The value of Config `field` (a dataclasses.Field) given as text or already typed."""
-    domain = field.metadata["domain"]
-    typed = value
-    if isinstance(value, str) and not isinstance(domain, (Choice, Text)):
-        try:
-            typed = domain.parse(value.strip())
-        except ValueError:
-            raise bad_value(field.name, value, domain.expected) from None
-    if not domain.accepts(typed):
-        expected = domain.expected
-        if isinstance(domain, Choice) and isinstance(value, str):
-            hint = closest(value, domain.choices, n=1)  # --acting paralel
-            expected += f" (did you mean {hint[0]}?)" if hint else ""
-        raise bad_value(field.name, value, expected)
-    return typed
+from qzoo.errors import UserError, bad_value, flag, shown
 
 
 def resolved_torso(config, domain):
@@ -215,11 +73,6 @@ def _relations(config, domain):
         (("distribution", "num_heads"), c.num_heads == 1 or c.distribution == "none",
          (f"--num-heads 1 or --distribution none (several heads are plain Q-values; here "
           f"--num-heads {c.num_heads}, --distribution {c.distribution})")),
-        (("offline", "log_replay"), not (c.offline and c.log_replay),
-         "no --log-replay with --offline: an offline run has no experience of its own"),
-        # (R2D1, prioritized too, refuses --offline itself: options_features.py.)
-        (("prioritized", "offline"), not (c.offline and c.prioritized) or c.recurrent,
-         "--prioritized false with --offline (a dataset is sampled uniformly: Dopamine's rules)"),
         # Without noisy layers and with epsilon 0 throughout, nothing explores.
         # rlpyt's make_vec_eps spaces the finals from eps_final_min up to eps_final.
         (("eps_final_min", "exploration_epsilon_end_value"),
@@ -230,15 +83,13 @@ def _relations(config, domain):
          c.noisy or c.exploration_epsilon_begin_value > 0 or c.exploration_epsilon_end_value > 0,
          ("some exploration: --noisy, or a positive --exploration-epsilon-begin-value or "
           "--exploration-epsilon-end-value")),
-    ] + features.ray_relations(c)  # fmt: skip
+    ] + features.offline_relations(c) + features.ray_relations(c)  # fmt: skip
 
 
 # Options that act only together with others, and would otherwise be silently dropped:
 # option -> (the value meaning "off", or None for a parameter of a feature; the
 # options that can switch it off; whether it acts; what it needs to act).
 _ACTS_ONLY_WITH = {
-    **{name: (None, (), lambda c, d: bool(c.offline), "--offline")
-       for name in ("offline_checkpoints", "offline_reload", "offline_transitions")},
     "grad_error_bound": (0.0, ("distribution",), lambda c, d: c.distribution == "none",
                          ("--distribution none; distributional losses are clipped by "
                           "--max-global-grad-norm")),
@@ -270,7 +121,6 @@ _ACTS_ONLY_WITH = {
     "deep_exploration": (False, ("num_heads", "offline"),
                          lambda c, d: c.num_heads > 1 and not c.offline,
                          "--num-heads above 1, online"),
-    "log_replay_capacity": (None, (), lambda c, d: bool(c.log_replay), "--log-replay"),
     "mlp_hidden": (None, (), lambda c, d: resolved_torso(c, d) == "mlp" and not c.mlp_layers,
                    "the mlp torso (a vector environment's, or --torso mlp) and no --mlp-layers"),
     "mlp_layers": ("", (), lambda c, d: resolved_torso(c, d) == "mlp" and not c.recurrent,
@@ -279,7 +129,7 @@ _ACTS_ONLY_WITH = {
                            ("the frame replay, not --offline's dataset or --recurrent's "
                             "sequences")),
 }  # fmt: skip
-_ACTS_ONLY_WITH.update(features.ACTS_ONLY_WITH)  # R2D1's and Ray's (options_features.py)
+_ACTS_ONLY_WITH.update(features.ACTS_ONLY_WITH)  # the features' (config/rules/)
 
 
 def _check_acts(config, domain, given):
@@ -332,7 +182,7 @@ def validate(config, domain, given=None):
         if not torch.cuda.is_available():
             raise bad_value("replay_device", "cuda", "host or cpu: PyTorch finds no CUDA GPU here")
     if config.replay_compression != "none":
-        from qzoo.replay.compressed import require
+        from qzoo.config.rules.compression import require
 
         require(config.replay_compression)  # the codec's package, before any work
     if given:

@@ -6,10 +6,11 @@ import dataclasses
 import json
 import os
 
-from qzoo.config import schema as config_lib
+import qzoo.config as config_lib
 from qzoo.errors import UserError
 
 QZOO_NAMES = ("config.json", "results.csv", "checkpoints", "tensorboard", "videos", ".lock")
+CHECKPOINT = os.path.join("checkpoints", "latest.safetensors")
 NETWORKS = os.path.join("checkpoints", "networks")  # per-iteration online networks
 
 

@@ -1,0 +1,132 @@
+"""Acting drivers: how a training phase interleaves acting, storing and learning
+(--acting; rlpyt's samplers and runners). run/factory.py picks one.
+
+  serial       the actor steps the environments, then the learner does the updates
+               due (DQN Zoo); the default.
+  parallel     the same, with the environments stepped in --actor-workers processes
+               (workers.py) and actions chosen batched on the learner's device (rlpyt's
+               GpuSampler: an action server). Same seeds, same rows as serial.
+  alternating  two halves of the workers, one half's environment step overlapping the
+               other's action selection (alternating.py; rlpyt's AlternatingSampler).
+  async        the actor in its own thread with its own copy of the network (the
+               replay ratio held both ways: asynchronous.py), or in a process of its own
+               (process.py); batches of ready games (batches.py).
+
+A driver owns the training actor and the evaluator and reports rlpyt's runner
+diagnostics as results columns: train_updates_per_second (rlpyt's UpdatesPerSecond),
+replay_ratio (CumReplayRatio: transitions sampled / transitions collected, warm-up
+included), learner_wait_fraction (async: the fraction of the phase the learner waited
+at the ratio gate, 1 - rlpyt's OptThrottle; NaN otherwise).
+"""
+
+import functools
+import math
+
+from qzoo.acting import recurrent_policy
+from qzoo.acting.actor import Actor
+from qzoo.acting.driver import Driver, mean_epsilon
+
+
+def run_episodes(actor, progress, frame_t):
+    """Steps `actor` (made with `episodes`) until each of its environments has finished
+    one episode (Dopamine's evaluation of N episodes on N environments at once)."""
+    actor.start()
+    try:
+        while not actor.episodes.all_finished():
+            _, new_frames = actor.step(frame_t())
+            if progress is not None:
+                progress(new_frames, actor.episodes)
+    finally:
+        stats = actor.stop()
+    return stats
+
+
+def run_phase(actor, num_frames, progress, frame_t, on_step=None):
+    """Steps `actor` until it has advanced `num_frames` frames; `on_step(row, frames)`
+    after each step; `frame_t()` the training frame counter the epsilon follows."""
+    actor.start()
+    try:
+        while actor.frames < num_frames:
+            row, new_frames = actor.step(frame_t())
+            if on_step is not None:
+                on_step(row, new_frames)
+            if progress is not None:
+                progress(new_frames, actor.episodes)
+    finally:
+        stats = actor.stop()
+    return stats
+
+
+class SerialDriver(Driver):
+    """Acting and learning take turns in one thread (module docstring: serial,
+    parallel and, with `actor_class` AlternatingActor, alternating)."""
+
+    def __init__(self, parts, policy, evaluation, actor_class=Actor):
+        """`parts`: the run's acting.driver.Parts; `policy` acts in training,
+        `evaluation` in evaluation (they differ with deep exploration and R2D1's
+        recurrent states)."""
+        config, info, streams = parts.config, parts.info, parts.streams
+        self.parts, self.config, self.updates = parts, config, parts.updates
+        make_env = None
+        if config.acting in ("parallel", "alternating") or config.actor_workers > 1:
+            from qzoo.acting.workers import ProcessVectorEnv
+
+            make_env = functools.partial(ProcessVectorEnv, info=info, workers=config.actor_workers)
+        self.actor = actor_class(config, info, policy, streams.actor,
+                                 parts.train_epsilon, make_env=make_env)  # fmt: skip
+        self.evaluator = Actor(config, info, evaluation, streams.evaluation,
+                               lambda _: config.eval_exploration_epsilon, eval_mode=True,
+                               make_env=make_env, episodes=config.eval_episodes)  # fmt: skip
+
+    @property
+    def frame_t(self):
+        return self.updates.frame_t
+
+    def train_phase(self, num_frames, progress=None):
+        updates = self.updates
+
+        def on_step(row, new_frames):
+            updates.store(row, new_frames)
+            updates.learn_due(updates.frame_t, updates.frame_t + new_frames)
+            updates.frame_t += new_frames
+
+        return run_phase(self.actor, num_frames, progress, lambda: updates.frame_t, on_step)
+
+    def eval_phase(self, num_frames, progress=None):
+        """Acts for `num_frames` frames (with --eval-episodes, until that many episodes
+        end, one per environment) with the evaluation epsilon; learns nothing."""
+        frame_t = lambda: self.updates.frame_t
+        if self.config.eval_episodes:
+            return run_episodes(self.evaluator, progress, frame_t)
+        return run_phase(self.evaluator, num_frames, progress, frame_t)
+
+    def epsilon(self, frame_t):
+        return mean_epsilon(self.parts.train_epsilon, frame_t)
+
+    def prioritized_columns(self):
+        return self.updates.prioritized_columns()
+
+    def columns(self, train, stats):
+        """rlpyt's runner diagnostics for the results row (module docstring)."""
+        updates, duration = self.updates, train.get("duration", math.nan)
+        collected = updates.transitions_collected
+        return {
+            "train_updates_per_second": stats["num_updates"] / duration if duration else math.nan,
+            "replay_ratio": updates.transitions_sampled / collected if collected else math.nan,
+            "learner_wait_fraction": train.get("learner_wait_fraction", math.nan),
+        }
+
+    def state_dict(self, common):
+        """R2D1's recurrent states first (as always), the trainer's part, then replay,
+        the replay log and the counters."""
+        return {**recurrent_policy.states(self), **common, **self.updates.state_dict()}
+
+    def load_state_dict(self, state):
+        self.updates.load_state_dict(state)
+        recurrent_policy.load_states(self, state)
+
+    def check(self):
+        self.updates.check()
+
+    def close(self):
+        self.updates.close()

@@ -1,0 +1,151 @@
+"""Torsos: the convolutional and MLP bodies that turn observations into features
+(Mnih et al. 2015's Nature CNN, Dopamine's 'same'-padded variant, MinAtar's small CNN,
+an MLP), and the weight initializations of DQN Zoo and Dopamine."""
+
+import math
+
+import torch
+from torch import nn
+
+
+def legacy_init_(module):
+    """U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases (DQN Zoo's
+    `_dqn_default_initializer`, from the Torch7 DQN of Mnih et al. 2015).
+
+    For Linear and Conv2d this happens to equal PyTorch's default (kaiming-uniform
+    with a=sqrt(5) gives the same bound); it is applied explicitly so that the
+    network does not depend on that default.
+    """
+    if isinstance(module, (nn.Linear, nn.Conv2d)):
+        fan_in = module.weight[0].numel()
+        bound = 1.0 / math.sqrt(fan_in)
+        nn.init.uniform_(module.weight, -bound, bound)
+        if module.bias is not None:
+            nn.init.uniform_(module.bias, -bound, bound)
+    return module
+
+
+def glorot_init_(module):
+    """Keras's defaults, Dopamine's NatureDQNNetwork (offline DQN, and each network of
+    batch_rl's multi-network REM): Glorot-uniform weights, U(+-sqrt(6 / (fan_in +
+    fan_out))), zero biases."""
+    if isinstance(module, (nn.Linear, nn.Conv2d)):
+        nn.init.xavier_uniform_(module.weight)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    return module
+
+
+def variance_scaling_init_(module):
+    """batch_rl's MultiHeadQNetwork and QuantileNetwork, Dopamine's Rainbow (C51):
+    VarianceScaling(scale 1/sqrt(3), fan_in, uniform), U(+-sqrt(3 scale / fan_in)) =
+    U(+-1.316 / sqrt(fan_in)), zero biases."""
+    if isinstance(module, (nn.Linear, nn.Conv2d)):
+        bound = math.sqrt(3.0 / math.sqrt(3.0) / module.weight[0].numel())
+        nn.init.uniform_(module.weight, -bound, bound)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    return module
+
+
+INITS = {
+    "dqn_zoo": legacy_init_,
+    "glorot": glorot_init_,
+    "variance_scaling": variance_scaling_init_,
+}
+
+
+def training_layout(x):
+    """`x` in the channels-last memory layout when it is a CPU forward pass that will be
+    differentiated: oneDNN's channels-last kernels run the Nature CNN's forward and
+    backward passes 18% faster on a CPU (22 -> 18 ms for a batch of 32 on one thread;
+    BENCHMARKS.md: peers), most of it in the first layer's weight gradient. Passes
+    without gradients (acting, targets) are faster as they are, and GPUs keep theirs.
+    The same values in another layout, but the kernels sum in another order: results
+    differ from the default layout's in the last bits (about 1e-8)."""
+    if x.is_cpu and torch.is_grad_enabled():
+        return x.contiguous(memory_format=torch.channels_last)
+    return x
+
+
+class NatureTorso(nn.Module):
+    """Mnih et al. 2015: conv 32x8x8/4, 64x4x4/2, 64x3x3/1, ReLU, VALID -> 3136."""
+
+    def __init__(self, in_channels):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(in_channels, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Flatten(),
+        )  # fmt: skip
+        self.out_features = 3136
+
+    def forward(self, x):
+        return self.net(training_layout(x))
+
+
+def _same_padding(size, kernel, stride):
+    """TF's 'same' padding along one axis: (before, after), the odd pixel after."""
+    total = max((-(-size // stride) - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+class DopamineTorso(nn.Module):
+    """Dopamine's and batch_rl's Nature CNN (batch_rl_dopamine.md §2.4): the same three
+    convolutions with TF's 'same' padding, 84 -> 21 -> 11 -> 11, flatten 7,744 (not
+    3,136). Flattened channel-first (TF: channel-last), a permutation that only
+    matters to weights copied from TF."""
+
+    def __init__(self, in_channels, height=84, width=84):
+        super().__init__()
+        layers = []
+        for out, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
+            top, bottom = _same_padding(height, kernel, stride)
+            left, right = _same_padding(width, kernel, stride)
+            layers += [nn.ZeroPad2d((left, right, top, bottom)),
+                       nn.Conv2d(in_channels, out, kernel, stride=stride), nn.ReLU()]  # fmt: skip
+            in_channels, height, width = out, -(-height // stride), -(-width // stride)
+        self.net = nn.Sequential(*layers, nn.Flatten())
+        self.out_features = in_channels * height * width
+
+    def forward(self, x):
+        return self.net(training_layout(x))
+
+
+class MinAtarTorso(nn.Module):
+    """Young & Tian 2019 (MinAtar): conv 16x3x3/1, ReLU, flatten."""
+
+    def __init__(self, in_channels, height=10, width=10):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(in_channels, 16, 3), nn.ReLU(), nn.Flatten())
+        self.out_features = 16 * (height - 2) * (width - 2)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class MlpTorso(nn.Module):
+    """ReLU layers of the given widths for vector observations (others, such as
+    MinAtar's or Atari's with --torso mlp, flattened first)."""
+
+    def __init__(self, in_features, widths):
+        super().__init__()
+        layers = []
+        for width in widths:
+            layers += [nn.Linear(in_features, width), nn.ReLU()]
+            in_features = width
+        self.net = nn.Sequential(*layers)
+        self.out_features = in_features
+
+    def forward(self, x):
+        return self.net(x.flatten(1))
+
+
+def mlp_shape(config):
+    """(the MLP torso's widths, the head's hidden units): two layers of --mlp-hidden
+    and a hidden layer of as many in the head, or --mlp-layers' widths and a head
+    with no hidden layer (0), as CleanRL's dqn.py's 120, 84 then the Q-values."""
+    if config.mlp_layers:
+        return tuple(int(w) for w in config.mlp_layers.split(",")), 0
+    return (config.mlp_hidden, config.mlp_hidden), config.mlp_hidden

@@ -1,0 +1,69 @@
+"""Training from a dataset (`--offline DIR`): a driver that learns without acting.
+
+A training phase makes the SGD steps and target copies due over its frames, as if the
+replayed transitions had been collected then (batch_rl's 250,000 training steps =
+1,000,000 frames = 62,500 updates at one update per 16 frames); evaluation plays as in
+an online run. With --offline-reload each phase first reloads that many checkpoints
+drawn from the replay stream (batch_rl's FixedReplayBuffer).
+"""
+
+import math
+import sys
+import time
+
+from qzoo.acting.actor import EpisodeStats
+from qzoo.acting.serial import SerialDriver
+from qzoo.offline.dataset import dataset_suffixes, first_suffixes, open_dataset
+from qzoo.offline.storage import CheckpointPerBatchSampler
+from qzoo.replay import Replay, UniformSampler
+
+
+def local_dataset(parts):
+    """`open(suffixes)`: the chosen checkpoints of --offline (all of them for None), in
+    this process, sampled as batch_rl does (one checkpoint per batch with --offline-reload)."""
+    config = parts.config
+
+    def open_(suffixes=None):
+        if suffixes is None:
+            suffixes = first_suffixes(config)
+        storage = open_dataset(config.offline, parts.info, config.frame_stack, config.n_steps,
+                               config.discount, suffixes, config.offline_transitions)  # fmt: skip
+        print(f"offline: {len(storage.suffixes)} checkpoints of {config.offline} (suffixes "
+              f"{', '.join(map(str, storage.suffixes))}), {storage.valid_count():,} "
+              "transitions", file=sys.stderr)  # fmt: skip
+        sampler = CheckpointPerBatchSampler if config.offline_reload else UniformSampler
+        return Replay(storage, sampler(storage, parts.streams.replay.numpy))
+
+    return open_
+
+
+class OfflineDriver(SerialDriver):
+    """Learns from a dataset; evaluates as SerialDriver does (its training actor never
+    starts). `open_dataset(suffixes)` makes the replay of the chosen checkpoints."""
+
+    def __init__(self, parts, policy, evaluation, open_dataset=None):
+        super().__init__(parts, policy, evaluation)
+        self.open_dataset = open_dataset or local_dataset(parts)
+        self.updates.use_replay(self.open_dataset(None))
+
+    def train_phase(self, num_frames, progress=None):
+        config, updates = self.config, self.updates
+        if config.offline_reload:  # batch_rl reloads N random checkpoints every iteration
+            found = dataset_suffixes(config.offline, config.offline_checkpoints)
+            rng = self.parts.streams.replay.numpy
+            chosen = sorted(rng.choice(found, config.offline_reload, replace=False).tolist())
+            updates.use_replay(self.open_dataset(chosen))
+        started, frames, empty = time.perf_counter(), 0, EpisodeStats(0)
+        while frames < num_frames:
+            step = min(config.learn_period, num_frames - frames)
+            updates.learn_due(updates.frame_t, updates.frame_t + step)
+            updates.frame_t, frames = updates.frame_t + step, frames + step
+            if progress is not None:
+                progress(step, empty)
+        duration = time.perf_counter() - started
+        return {"episode_return": math.nan, "num_episodes": 0, "state_value": math.nan,
+                "frame_rate": frames / duration, "steps_per_second": math.nan,
+                "duration": duration}  # fmt: skip
+
+    def epsilon(self, frame_t):
+        return math.nan  # no acting
