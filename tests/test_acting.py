@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from qzoo.acting import pinning
 from qzoo.acting.actor import Actor
 from qzoo.acting.exploration import decorrelate, final_epsilons, training_epsilon
 from qzoo.acting.policy import Policy
@@ -22,9 +23,8 @@ from qzoo.config import make_config
 from qzoo.envs import EnvStep, first_step
 from qzoo.learning.learner import Learner
 from qzoo.run import checkpoint
-from qzoo.run import threads as qzoo_threads
-from qzoo.run.streams import Streams
 from qzoo.run.trainer import WALL_CLOCK_COLUMNS, Trainer
+from qzoo.streams import Streams
 
 SMALL = {"iterations": 2, "train_frames": 400, "eval_frames": 200, "replay_capacity": 1000,
          "min_replay_capacity_fraction": 0.1, "learn_period": 4, "num_envs": 4}  # fmt: skip
@@ -225,7 +225,7 @@ def test_alternating_halves_store_valid_transitions():
 @pytest.mark.parametrize("prefetch_targets, pin_threads", [
     (False, False), (True, False),
     pytest.param(True, True, marks=pytest.mark.skipif(
-        qzoo_threads.pinned_cores() is None, reason="one usable core, or no affinity")),
+        pinning.pinned_cores() is None, reason="one usable core, or no affinity")),
 ])  # fmt: skip
 def test_async_holds_the_replay_ratio_both_ways_and_stores_valid_transitions(
     prefetch_targets, pin_threads
@@ -257,7 +257,7 @@ def test_async_holds_the_replay_ratio_both_ways_and_stores_valid_transitions(
     # --pin-threads: the learner's thread on the first core, the others on the rest;
     # each thread's cores given back after the phase (evaluation runs anywhere).
     if pin_threads:
-        learner_cores, other_cores = qzoo_threads.pinned_cores()
+        learner_cores, other_cores = pinning.pinned_cores()
         assert ran_on["qzoo-actor"] == ran_on["qzoo-prefetch"] == {frozenset(other_cores)}
         assert ran_on["MainThread"] == {frozenset(learner_cores)}  # its updates
     else:

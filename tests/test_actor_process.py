@@ -173,7 +173,7 @@ def test_an_error_in_the_learner_stops_the_actor(monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("the learner broke")
 
-    monkeypatch.setattr(trainer, "learn_once", broken)
+    monkeypatch.setattr(trainer.updates, "learn_once", broken)
     with pytest.raises(ValueError, match="the learner broke"):
         trainer.run_iteration()
     assert multiprocessing.active_children() == []

@@ -14,8 +14,8 @@ from qzoo.envs import EnvInfo
 from qzoo.learning.learner import Learner
 from qzoo.learning.objectives import OBJECTIVES, make_objective
 from qzoo.replay import Batch
-from qzoo.run.streams import Streams
 from qzoo.run.trainer import Trainer
+from qzoo.streams import Streams
 
 TRAINING_COLUMNS = ("train_episode_return", "train_num_episodes", "train_exploration_epsilon",
                     "train_state_value", "train_loss", "train_mean_q", "train_num_updates")  # fmt: skip

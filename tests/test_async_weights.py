@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from qzoo import envs
+from qzoo.acting import pinning
 from qzoo.acting.asynchronous import AsyncDriver, _LockedPolicy
 from qzoo.config import make_config
 from qzoo.networks.network import make_network
@@ -98,18 +99,18 @@ def test_async_pulls_weights_from_an_eager_learner_and_stages_them_otherwise(opt
         assert policy._source == (trainer.learner.online, trainer.learner.step_lock)
 
 
-@pytest.mark.skipif(threads.pinned_cores() is None, reason="one usable core, or no affinity")
+@pytest.mark.skipif(pinning.pinned_cores() is None, reason="one usable core, or no affinity")
 def test_pinned_runs_the_calling_thread_on_the_cores_given_and_restores_its_own():
     before = os.sched_getaffinity(0)
-    learner_cores, other_cores = threads.pinned_cores()
+    learner_cores, other_cores = pinning.pinned_cores()
     assert learner_cores == {min(before)} and other_cores == before - learner_cores
     seen = {}
 
     def other():
-        with threads.pinned(other_cores):
+        with pinning.pinned(other_cores):
             seen["other"] = os.sched_getaffinity(0)
 
-    with threads.pinned(learner_cores):
+    with pinning.pinned(learner_cores):
         assert os.sched_getaffinity(0) == learner_cores
         thread = threading.Thread(target=other)  # pins itself, not the calling thread
         thread.start()
@@ -117,7 +118,7 @@ def test_pinned_runs_the_calling_thread_on_the_cores_given_and_restores_its_own(
         assert os.sched_getaffinity(0) == learner_cores
     assert seen["other"] == other_cores
     assert os.sched_getaffinity(0) == before
-    with threads.pinned(None):
+    with pinning.pinned(None):
         assert os.sched_getaffinity(0) == before
 
 
@@ -151,7 +152,7 @@ def test_a_resume_may_pin_threads_or_not(tmp_path):
     assert len(rows) == 1 + 3  # the header, iterations 0 (evaluation only), 1 and 2
 
 
-@pytest.mark.skipif(threads.pinned_cores() is None, reason="one usable core, or no affinity")
+@pytest.mark.skipif(pinning.pinned_cores() is None, reason="one usable core, or no affinity")
 def test_environment_workers_forked_by_a_pinned_thread_run_on_its_cores():
     """--pin-threads pins --actor-workers processes by forking them from the pinned
     actor thread (Actor.start, each phase): a forked child keeps that thread's cores."""
@@ -159,11 +160,11 @@ def test_environment_workers_forked_by_a_pinned_thread_run_on_its_cores():
     from qzoo.envs import describe
 
     config = make_config("dqn", "CartPole-v1", "gym", {"num_envs": 2, "actor_workers": 2})
-    _, other_cores = threads.pinned_cores()
+    _, other_cores = pinning.pinned_cores()
     seen = {}
 
     def actor():
-        with threads.pinned(other_cores):
+        with pinning.pinned(other_cores):
             env = ProcessVectorEnv(config, 2, 0, info=describe(config), workers=2)
         try:
             seen["workers"] = [os.sched_getaffinity(p.pid) for p in env._processes]

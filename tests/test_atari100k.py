@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from qzoo.config import build_config
-from qzoo.learning import draws
 from qzoo.learning.augmentation import augment, intensity_noise, random_shift, shift_images
+from qzoo.networks import draws
 from qzoo.networks.heads import Head
 from qzoo.run.trainer import Trainer
 

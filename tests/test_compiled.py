@@ -19,8 +19,8 @@ import torch
 
 from qzoo import envs
 from qzoo.config import build_config
-from qzoo.learning import draws
 from qzoo.learning.precision import autocast
+from qzoo.networks import draws
 from qzoo.networks.network import _input_dtype, make_network
 from qzoo.run.trainer import Trainer
 

@@ -18,8 +18,8 @@ from qzoo.config import make_config
 from qzoo.envs.atari import AtariVector
 from qzoo.envs.atari_batches import AtariBatches, make_batches
 from qzoo.replay.frames import FIRST, LAST, ZERO_DISCOUNT, FrameStorage
-from qzoo.run.streams import Streams
 from qzoo.run.trainer import Trainer
+from qzoo.streams import Streams
 
 CAP = 400  # frames: episodes of at most 100 agent steps, so the cap is reached
 

@@ -218,7 +218,7 @@ def test_rainbow_network_is_noisy_dueling_categorical():
 
 
 def test_noise_is_a_truncated_normal_then_signed_square_root():
-    from qzoo.learning.draws import factorised_noise
+    from qzoo.networks.draws import factorised_noise
 
     torch.manual_seed(0)
     f = factorised_noise((200_000,), None, "cpu")

@@ -508,16 +508,16 @@ def test_an_option_newer_than_the_run_is_compared_with_what_the_run_ran_with(tmp
     """A run saved by a qzoo without --mlp-layers ran with its default (none): resuming
     it with --mlp-layers is refused as a change, resuming it as it was is not."""
     import qzoo.config as config_lib
-    from qzoo.run.changes import _differences
+    from qzoo.run.changes import differences
 
     current = dataclasses.asdict(config_lib.build_config("dqn", {"env": "CartPole-v1"}))
     old = {k: v for k, v in current.items() if k not in ("mlp_layers", "pin_threads")}
-    assert _differences(old, current, ()) == []
+    assert differences(old, current, ()) == []
     changed = {**current, "mlp_layers": "120,84"}
-    assert _differences(old, changed, ()) == [("mlp_layers", "", "120,84")]
+    assert differences(old, changed, ()) == [("mlp_layers", "", "120,84")]
     # The default is the agent's and environment's: R2D1's CartPole sequences.
     r2d1 = dataclasses.asdict(config_lib.build_config("r2d1", {"env": "CartPole-v1"}))
-    assert _differences({k: v for k, v in r2d1.items() if k != "burn_in_steps"}, r2d1, ()) == []
+    assert differences({k: v for k, v in r2d1.items() if k != "burn_in_steps"}, r2d1, ()) == []
 
 
 def test_resuming_an_older_runs_folder_with_a_newer_option_is_refused(tmp_path, capsys):

@@ -95,7 +95,7 @@ class Actor:
         self.make_env = make_env or envs.make
         self._env = None
 
-    def start(self):
+    def start(self) -> None:
         config, n = self.config, self.num_envs
         self._env = self.make_env(config, n, config.seed, eval_mode=self.eval_mode)
         self._stacker = FrameStacker(n, self.info.frame_shape, self.info.frame_dtype,
@@ -109,7 +109,7 @@ class Actor:
                                      config.max_decorrelation_steps, self.stream.numpy)  # fmt: skip
         self._obs = self._stacker.push(self._step.frame, self._step.first)
 
-    def step(self, frame_t=0):
+    def step(self, frame_t: int = 0) -> tuple[Row, int]:
         """Acts once in every environment. Returns the `Row` of the observations
         acted on (for replay) and the number of frames the environments advanced."""
         config, step = self.config, self._step
@@ -131,7 +131,7 @@ class Actor:
         self.agent_steps += self._step.real_steps
         return row, new_frames
 
-    def stop(self):
+    def stop(self) -> dict:
         """Closes the environments; returns the phase's statistics."""
         self._env.close()
         self._env = None

@@ -45,11 +45,11 @@ import time
 
 import torch
 
+from qzoo.acting.pinning import pinned, pinned_cores
 from qzoo.acting.policy import Policy
 from qzoo.acting.prefetch import Prefetcher
 from qzoo.acting.ratio import RatioGate
 from qzoo.acting.serial import SerialDriver, run_phase
-from qzoo.run.threads import pinned, pinned_cores
 
 
 class _LockedPolicy(Policy):

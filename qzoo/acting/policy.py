@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from qzoo.acting.exploration import epsilon_greedy
-from qzoo.learning import draws
+from qzoo.networks import draws
 from qzoo.networks.heads import mix_heads, random_convex_combination
 from qzoo.networks.host_mlp import HostMlp
 
@@ -20,7 +20,8 @@ class Policy:
     Q-values (networks.HostMlp).
     """
 
-    def __init__(self, network, tau_samples, deep_exploration=None, noise=True):
+    def __init__(self, network: torch.nn.Module, tau_samples: int,
+                 deep_exploration: str | None = None, noise: bool = True) -> None:  # fmt: skip
         """`tau_samples`: IQN's K, the taus averaged to choose an action (ignored by
         other networks). `deep_exploration`: None, or "identity" / "stochastic" for a
         multi-head network acting in each episode on one random head / one random
@@ -37,19 +38,20 @@ class Policy:
         self._host = None
         if self.device.type == "cpu" and deep_exploration is None and self.tau_samples is None:
             self._host = HostMlp.of(network)
-        self._starts = None  # episode starts told by `observe`, for the next call
+        self._starts: np.ndarray | None = None  # episode starts told by `observe`
 
-    def load_weights(self, state_dict):
+    def load_weights(self, state_dict: dict) -> None:
         self.network.load_state_dict(state_dict)
 
-    def observe(self, first, reward):
+    def observe(self, first: np.ndarray, reward: np.ndarray) -> None:
         """Before each call, the actor tells which environments start an episode at the
         observations about to be acted on (`first` [N] bool) and the rewards replay
         stores with them; deep exploration draws new mixtures there, a recurrent policy
         (recurrent_policy.py) resets states."""
         self._starts = first
 
-    def __call__(self, observation, epsilon, generator):
+    def __call__(self, observation: np.ndarray, epsilon: np.ndarray,
+                 generator: torch.Generator) -> tuple[np.ndarray, float]:  # fmt: skip
         """Actions [N] (numpy int64) for observations [N, ...] and epsilons [N], and
         the mean over environments of max_a Q (DQN Zoo's state value statistic)."""
         if self._host is not None:  # no tensors at all (not even inference mode's)

@@ -29,8 +29,8 @@ import threading
 
 import torch
 
+from qzoo.acting.pinning import pinned
 from qzoo.learning.precision import autocast
-from qzoo.run.threads import pinned
 
 
 class Prefetcher:

@@ -55,6 +55,7 @@ import numpy as np
 import torch
 
 from qzoo.acting.asynchronous import AsyncDriver, note_unpinned, over_the_whole_phase
+from qzoo.acting.pinning import pinned, pinned_cores
 from qzoo.acting.policy import Policy
 from qzoo.acting.prefetch import Prefetcher
 from qzoo.acting.ratio import RatioGate
@@ -62,7 +63,6 @@ from qzoo.acting.serial import SerialDriver, run_phase
 from qzoo.acting.workers import _shared
 from qzoo.errors import UserError, WorkerDied
 from qzoo.replay.batch import Row
-from qzoo.run.threads import pinned, pinned_cores
 
 SLOTS = 64  # agent steps the ring holds (fewer for large frames: `_slots`)
 _FIELDS = (("action", np.int64), ("reward", np.float32), ("first", bool), ("last", bool),
@@ -251,6 +251,7 @@ class ProcessDriver(AsyncDriver):
                                       policy.deep_exploration, self.weights)  # fmt: skip
         SerialDriver.__init__(self, parts, actor_policy, evaluation)
         self.gate = None
+        self._actor_stream = None  # the CPU: rows are stored as they come
         note_unpinned(config)
 
     def publish(self):

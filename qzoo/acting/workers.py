@@ -21,7 +21,7 @@ import signal
 import numpy as np
 
 from qzoo import envs
-from qzoo.envs import EnvStep
+from qzoo.envs.step import EnvStep
 
 _FLAGS = ("first", "last", "terminated", "life_loss")
 

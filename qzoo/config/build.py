@@ -14,6 +14,7 @@ import dataclasses
 import os
 import sys
 
+from qzoo.config import environments
 from qzoo.config import validate as validate_lib
 from qzoo.config import values as values_lib
 from qzoo.config.domains import DOMAIN_DEFAULTS
@@ -36,14 +37,12 @@ def build_config(agent, options, strict=False):
     """The Config of `agent` with `options` ({field name: text or value}) over the
     preset and the environment's domain defaults, checked before any work starts.
 
-    `options["env"]` may be any name envs.interpret accepts (PongNoFrameskip-v4,
+    `options["env"]` may be any name environments.interpret accepts (PongNoFrameskip-v4,
     ALE/Pong-v5, ...); a one-line note on stderr says how such a name is mapped. With
     `strict` (the command line), options that would have no effect for this agent and
     environment are refused; without it (scripts), one options dict may serve several
     agents, and those options are merely unused.
     """
-    from qzoo import envs
-
     check_agent(agent)
     options = {name: value for name, value in options.items() if name != "agent"}
     given = list(options) if strict else None
@@ -55,7 +54,7 @@ def build_config(agent, options, strict=False):
                 + (f"; did you mean {flag(hint[0])}?" if hint else "")
             )
     env = values_lib.parse(FIELDS["env"], options.pop("env", Config.env))
-    domain, env, implied, note = envs.interpret(env)
+    domain, env, implied, note = environments.interpret(env)
     parsed = {name: values_lib.parse(FIELDS[name], value) for name, value in options.items()}
     config = make_config(agent, env, domain, {**implied, **parsed}, given)
     if note:  # only for a config that will run: a refusal stays one line
@@ -100,9 +99,7 @@ def default_values(saved):
     """What each option of Config was in a run saved as the dict `saved`, when that
     run was made by a qzoo without the option: Config's default under the run's agent,
     environment and offline-ness (it ran as if so)."""
-    from qzoo import envs
-
-    domain = envs.interpret(saved["env"])[0]
+    domain = environments.interpret(saved["env"])[0]
     layers = layered_values(saved["agent"], domain, {"offline": saved.get("offline", "")})
     return {
         field.name: layers.get(field.name, field.default) for field in dataclasses.fields(Config)

@@ -25,7 +25,7 @@ from qzoo.learning.objectives import make_objective
 from qzoo.networks.network import make_network
 from qzoo.replay.batch import Row
 from qzoo.replay.frames import FrameStorage, observation_shape
-from qzoo.run.streams import PARTS, Stream, Streams
+from qzoo.streams import PARTS, Stream, Streams
 
 # Rows an actor steps before sending them (Ape-X's local buffer of 50 transitions,
 # Horgan et al. 2018, appendix: "the actors ... send ... every 50 steps").

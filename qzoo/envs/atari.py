@@ -26,7 +26,7 @@ import os
 import numpy as np
 from ale_py.vector_env import AtariVectorEnv
 
-from qzoo.envs import EnvInfo, EnvStep, first_step
+from qzoo.envs.step import EnvInfo, EnvStep, first_step
 
 # What each protocol sets in the emulator. `max_frames` None keeps the config's
 # --max-frames-per-episode; noop30 is an evaluation protocol with its own cap.

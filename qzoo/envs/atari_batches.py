@@ -19,8 +19,8 @@ seed + i and given the same actions makes the same observations.
 
 import numpy as np
 
-from qzoo.envs import EnvStep
 from qzoo.envs.atari import AtariVector
+from qzoo.envs.step import EnvStep
 
 
 class AtariBatches(AtariVector):

@@ -7,7 +7,7 @@ contract as ale-py's vector environment (see qzoo/envs/__init__.py).
 import numpy as np
 from gymnasium import spaces
 
-from qzoo.envs import EnvInfo, EnvStep, first_step
+from qzoo.envs.step import EnvInfo, EnvStep, first_step
 from qzoo.errors import UserError
 
 

@@ -14,7 +14,7 @@ noisy nets' noise, and a run resumes exactly.
 
 import torch
 
-from qzoo.learning import draws
+from qzoo.networks import draws
 
 PAD = 4  # pixels (DrQ)
 INTENSITY = 0.05  # Dopamine's DrQ(eps)

@@ -22,8 +22,9 @@ prioritized, other indices); a run with `--capture` resumes exactly on a CPU.
 import torch
 
 from qzoo.errors import UserError
-from qzoo.learning import draws, optim
+from qzoo.learning import optim
 from qzoo.learning.compiled import CompiledUpdate, _mark_static, _own_code
+from qzoo.networks import draws
 from qzoo.replay.device_samplers import ROUNDS, DevicePrioritizedSampler, first_accepted
 
 # Uniforms per candidate: row and column; prioritized adds the coin and the target.

@@ -24,8 +24,9 @@ import types
 import torch
 from torch import nn
 
-from qzoo.learning import draws, optim
+from qzoo.learning import optim
 from qzoo.learning.precision import autocast
+from qzoo.networks import draws
 
 
 class _Pair(nn.Module):

@@ -7,8 +7,10 @@ in, new priorities go out, and the loss and mean Q accumulate on the device unti
 same process (`online`) or as a state dict elsewhere (`weights()`).
 """
 
+import contextlib
 import copy
 import threading
+from typing import Any
 
 import numpy as np
 import torch
@@ -19,10 +21,12 @@ from qzoo.learning.objectives import make_objective
 from qzoo.learning.optim import clip_by_global_norm_, make_optimizer
 from qzoo.learning.precision import autocast
 from qzoo.networks.network import make_network
+from qzoo.replay.batch import Batch
 
 
 class Learner:
-    def __init__(self, config, info, observation_shape, device, generator):
+    def __init__(self, config: Any, info: Any, observation_shape: tuple, device: Any,
+                 generator: torch.Generator) -> None:  # fmt: skip
         """`generator`: the learner's torch random stream (noise, taus) on `device`."""
         self.config = config
         self.device = torch.device(device)
@@ -51,7 +55,7 @@ class Learner:
                 config.max_global_grad_norm, device, config.precision,
             )  # fmt: skip
 
-    def learn(self, batch):
+    def learn(self, batch: Batch) -> torch.Tensor | np.ndarray | None:
         """One SGD step on a `Batch` from replay.
 
         Returns the new priorities [B] when the batch carries importance weights
@@ -75,7 +79,7 @@ class Learner:
             loss, mean_q, priorities = loss.detach(), out.q_tm1.detach().mean(), out.priorities
             if config.max_global_grad_norm > 0:
                 clip_by_global_norm_(self._parameters, config.max_global_grad_norm)
-            with self.step_lock:
+            with self.step_lock or contextlib.nullcontext():  # None only when compiled
                 self.optimizer.step()
         # Statistics stay on the device: reading them every step would stall a GPU.
         with torch.no_grad():
@@ -87,7 +91,7 @@ class Learner:
         return priorities.detach()
 
     @torch.no_grad()
-    def update_target(self, tau=1.0):
+    def update_target(self, tau: float = 1.0) -> None:
         """target <- tau online + (1 - tau) target, over the whole state dict (rlpyt's
         `update_target(tau)`, Polyak averaging as in Lillicrap et al. 2016, "Continuous
         control with deep RL"); tau = 1 is DQN Zoo's periodic hard copy, exactly."""
@@ -101,12 +105,12 @@ class Learner:
             else:
                 target.copy_(online[name])
 
-    def weights(self):
+    def weights(self) -> dict[str, torch.Tensor]:
         """The online network's parameters as a CPU state dict, for actors that run
         in another thread, process or machine."""
         return {k: v.detach().to("cpu", copy=True) for k, v in self.online.state_dict().items()}
 
-    def pop_statistics(self):
+    def pop_statistics(self) -> dict[str, float]:
         """Mean loss and mean Q(s_tm1, a_tm1) over updates since the last call."""
         loss_sum, q_sum, updates = self._stats.tolist()
         self._stats.zero_()
@@ -114,14 +118,14 @@ class Learner:
             return {"loss": np.nan, "mean_q": np.nan, "num_updates": 0}
         return {"loss": loss_sum / updates, "mean_q": q_sum / updates, "num_updates": int(updates)}
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         return {
             "online": self.online.state_dict(),
             "target": self.target.state_dict(),
             "optimizer": self.optimizer.state_dict(),
         }
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         self.online.load_state_dict(state["online"])
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])

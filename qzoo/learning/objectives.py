@@ -15,12 +15,14 @@ network application draws its own noise and taus, in DQN Zoo's order: online at
 s_tm1, target at s_t, then the selector at s_t (REM draws its mixture first).
 """
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 import torch
+from torch import nn
 
 from qzoo.learning import losses
-from qzoo.learning.draws import uniform
+from qzoo.networks.draws import uniform
 from qzoo.networks.heads import mix_heads, random_convex_combination
 
 
@@ -31,6 +33,13 @@ class LossOutput(NamedTuple):
     loss: torch.Tensor
     priorities: torch.Tensor
     q_tm1: torch.Tensor
+
+
+class Objective(Protocol):
+    """What an objective is to the learner (the module docstring)."""
+
+    def __call__(self, online: nn.Module, target: nn.Module, batch: Any,
+                 generator: Any) -> LossOutput: ...  # fmt: skip
 
 
 def _q_taken(outputs, a_tm1):
@@ -315,7 +324,7 @@ def objective_key(config):
 
 
 # (distribution, head mixing) -> its objective, built from the config.
-OBJECTIVES = {
+OBJECTIVES: dict[tuple[str, str | None], Callable[[Any], Objective]] = {
     ("none", None): lambda c: QLearning(c.double_q, c.grad_error_bound, c.cql_alpha),
     ("categorical", None): lambda c: CategoricalQLearning(c.double_q, c.cql_alpha),
     ("quantile", None): lambda c: QuantileQLearning(

@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from qzoo.learning.draws import factorised_noise, uniform
+from qzoo.networks.draws import factorised_noise, uniform
 
 # q_heads: a Q-network's heads [B, A, K] (K = 1 for one head), before any mixing.
 NetworkOutputs = collections.namedtuple(

@@ -23,9 +23,9 @@ import tempfile
 import numpy as np
 
 from qzoo.errors import UserError
+from qzoo.files import atomic_write
 from qzoo.offline import dopamine
 from qzoo.offline.storage import DatasetStorage
-from qzoo.run.checkpoint import atomic_write
 
 QZOO_FORMAT = "qzoo-dqn-replay-1"
 
@@ -106,7 +106,7 @@ def to_qzoo(src, dst, quiet=False, announce=None):
     manifest is written last, so an interrupted conversion is redone whole. Every file
     is checked first (whole: read_shape) and `dst` found writable, so that a bad dataset
     is refused before anything is written or the line `announce` printed."""
-    from qzoo.run.logs import progress_bar
+    from qzoo.terminal import progress_bar
 
     src = replay_logs(src)
     found = dopamine.suffixes(src)

@@ -28,7 +28,7 @@ import zlib
 import numpy as np
 
 from qzoo.errors import UserError
-from qzoo.run.checkpoint import atomic_write
+from qzoo.files import atomic_write
 
 STORE = ("observation", "action", "reward", "terminal")
 DTYPES = {"observation": np.uint8, "action": np.int32, "reward": np.float32,

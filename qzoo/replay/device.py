@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from qzoo.errors import UserError
-from qzoo.replay import Replay
 from qzoo.replay.batch import Batch
 from qzoo.replay.device_samplers import DevicePrioritizedSampler, DeviceUniformSampler
 from qzoo.replay.frames import (
@@ -41,6 +40,7 @@ from qzoo.replay.frames import (
     observation_shape,
     saved_actions,
 )
+from qzoo.replay.replay import Replay
 
 
 def torch_dtype(dtype):

@@ -158,3 +158,15 @@ class PrioritizedSampler:
     def load_state_dict(self, state):
         self.tree.nodes[:] = state["tree"]
         self.max_seen_priority = float(state["max_seen_priority"])
+
+
+def make_sampler(config, storage, rng, prioritized=PrioritizedSampler):
+    """The uniform sampler, or with --prioritized the `prioritized` class, over `storage`
+    (anything with the interface samplers.py names)."""
+    if not config.prioritized:
+        return UniformSampler(storage, rng)
+    return prioritized(
+        storage, rng, priority_exponent=config.priority_exponent,
+        uniform_sample_probability=config.uniform_sample_probability,
+        normalize_weights=config.normalize_weights,
+    )  # fmt: skip

@@ -29,10 +29,10 @@ import numpy as np
 import torch
 
 from qzoo.learning import losses
-from qzoo.replay import Replay, make_sampler
 from qzoo.replay.batch import to_device
 from qzoo.replay.frames import FIRST, FrameStorage, bytes_per_transition, observation_shape
-from qzoo.replay.samplers import PrioritizedSampler
+from qzoo.replay.replay import Replay
+from qzoo.replay.samplers import PrioritizedSampler, make_sampler
 
 
 class SequenceBatch(NamedTuple):

@@ -27,8 +27,8 @@ from qzoo.replay import make_replay
 from qzoo.replay.frames import observation_shape
 from qzoo.run import allocator
 from qzoo.run.checks import check_peak_memory, resolve_device
-from qzoo.run.streams import Streams
 from qzoo.run.updates import Updates
+from qzoo.streams import Streams
 
 
 @dataclass

@@ -9,7 +9,8 @@ import time
 import numpy as np
 
 from qzoo.errors import UserError
-from qzoo.run.checkpoint import atomic_write
+from qzoo.files import atomic_write
+from qzoo.terminal import progress_bar
 
 
 class CsvLog:
@@ -104,17 +105,6 @@ def console_line(row):
         value = row[key]
         parts.append(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}")
     return " ".join(parts)
-
-
-def progress_bar(total, desc, unit, force=False):
-    """The progress bar of every long command: a tqdm bar on stderr with the count, the
-    rate and the time left, cleared when done. None (quiet) when stderr is not a
-    terminal, so that logs and pipes get no control characters, unless `force`."""
-    if not (force or sys.stderr.isatty()):
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, leave=False)
 
 
 class Progress:

@@ -30,6 +30,7 @@ import torch
 import qzoo.config as config_lib
 from qzoo import envs
 from qzoo.errors import Diverged, UserError, WorkerDied
+from qzoo.files import atomic_write
 from qzoo.run import checkpoint, logs
 from qzoo.run import folder_files as folder
 from qzoo.run.changes import (
@@ -146,7 +147,7 @@ class _Run:
             trainer = None if complete else self.make_trainer(state)
             del state  # drops the memory maps of the checkpoint's replay
             with folder.os_errors("write", self.config_path, "; " + self.kept()):
-                checkpoint.atomic_write(
+                atomic_write(
                     self.config_path, lambda f: f.write(config.to_json().encode())
                 )
             if self.rows:

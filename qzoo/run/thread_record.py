@@ -7,8 +7,9 @@ import os
 
 import torch
 
-from qzoo.run import checkpoint, threads
+from qzoo.files import atomic_write
 from qzoo.run import folder_files as folder
+from qzoo.run import threads
 from qzoo.run.folder_files import CHECKPOINT
 
 THREADS = os.path.join("checkpoints", "threads.json")
@@ -40,4 +41,4 @@ def record_threads(run_dir, config, after=""):
     text = json.dumps({"threads": torch.get_num_threads(), "device": device}) + "\n"
     path = os.path.join(run_dir, THREADS)
     with folder.os_errors("write", path, after):
-        checkpoint.atomic_write(path, lambda f: f.write(text.encode()))
+        atomic_write(path, lambda f: f.write(text.encode()))

@@ -30,11 +30,15 @@ learner each draw from their own, so evaluation never changes training.
 
 import math
 import time
+from typing import Any
 
 from qzoo.acting.exploration import uses_epsilon
 from qzoo.envs.scores import normalized_columns
 from qzoo.errors import Diverged
 from qzoo.run.factory import build
+
+# One results.csv row: column name -> value (DQN Zoo's columns, then qzoo's).
+ResultsRow = dict[str, float | int]
 
 # Wall-clock columns: they differ between two otherwise identical runs.
 WALL_CLOCK_COLUMNS = ("eval_frame_rate", "train_frame_rate", "train_steps_per_second",
@@ -45,7 +49,7 @@ class Trainer:
     """A run: its parts (run/factory.py) and its counters; one results row per
     `run_iteration`, the checkpoint in `state_dict`."""
 
-    def __init__(self, config, info=None):
+    def __init__(self, config: Any, info: Any = None) -> None:
         parts = build(config, info)
         self.config, self.info, self.obs_shape = parts.config, parts.info, parts.obs_shape
         self.streams, self.learner = parts.streams, parts.learner
@@ -76,15 +80,15 @@ class Trainer:
         self.updates.learn_once(lock, batch)
 
     # ---- phases ---------------------------------------------------------------
-    def train_phase(self, num_frames, progress=None):
+    def train_phase(self, num_frames: int, progress: Any = None) -> dict:
         """Acts (or, offline, replays) `num_frames` frames, learning as due."""
         return self.driver.train_phase(num_frames, progress)
 
-    def eval_phase(self, num_frames, progress=None):
+    def eval_phase(self, num_frames: int, progress: Any = None) -> dict:
         """Evaluates for `num_frames` frames (or --eval-episodes episodes)."""
         return self.driver.eval_phase(num_frames, progress)
 
-    def run_iteration(self, progress=None):
+    def run_iteration(self, progress: Any = None) -> ResultsRow:
         """Train (not on iteration 0), then evaluate; returns the results row.
 
         Raises Diverged when the iteration's loss or mean Q is not finite.
@@ -141,7 +145,7 @@ class Trainer:
         return row
 
     # ---- checkpointing --------------------------------------------------------
-    def state_dict(self):
+    def state_dict(self) -> dict:
         """Everything that changes during a run: counters, learner, every random stream,
         and the driver's part (replay unless --no-checkpoint-replay, the replay log,
         R2D1's recurrent states; a Ray run's shards and counters)."""
@@ -155,7 +159,7 @@ class Trainer:
         }
         return self.driver.state_dict(common)
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         self.iteration = int(state["iteration"])
         self.wall_time = float(state["wall_time"])
         self.learner.load_state_dict(state["learner"])

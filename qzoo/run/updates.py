@@ -14,6 +14,7 @@ are checkpointed with the replay.
 """
 
 import contextlib
+from typing import Any
 
 from qzoo.acting.ratio import UpdateSchedule, updates_per_frame
 from qzoo.acting.schedule import importance_sampling_schedule
@@ -34,20 +35,20 @@ class Updates:
         # rlpyt's CumReplayRatio: transitions sampled / transitions collected.
         self.transitions_sampled = self.transitions_collected = 0
 
-    def store(self, row, new_frames):
+    def store(self, row: Any, new_frames: int) -> None:
         """Adds an actor's row to replay (and the replay log)."""
         self.replay.add(row)
         if self.replay_log is not None:
             self.replay_log.add(row)
         self.transitions_collected += new_frames // self.config.action_repeats
 
-    def can_learn(self):
+    def can_learn(self) -> bool:
         config, replay = self.config, self.replay
         if not config.offline and replay.size < config.min_replay_size:
             return False  # a dataset is complete from the start
         return replay.can_sample()
 
-    def learn_due(self, old_frame, new_frame):
+    def learn_due(self, old_frame: int, new_frame: int) -> None:
         """SGD steps and target updates due between two frame counts."""
         if not self.can_learn():
             return
@@ -61,7 +62,7 @@ class Updates:
         if self.schedule.target_due(old_frame, new_frame):
             self.learner.update_target(self.config.target_update_tau)
 
-    def sample_batch(self, lock=None):
+    def sample_batch(self, lock: Any = None) -> Any:
         """A batch from replay at the current importance-sampling exponent; `lock`
         guards the replay when an actor writes to it concurrently."""
         config, replay = self.config, self.replay
@@ -71,7 +72,7 @@ class Updates:
                 replay.sampler.importance_sampling_exponent = beta
             return replay.sample(config.batch_size)
 
-    def learn_once(self, lock=None, batch=None):
+    def learn_once(self, lock: Any = None, batch: Any = None) -> None:
         """One SGD step on `batch`, or on one sampled now; `lock` guards the replay
         when an actor writes to it concurrently (the SGD step itself runs outside it)."""
         config, replay = self.config, self.replay

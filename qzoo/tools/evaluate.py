@@ -26,8 +26,8 @@ from qzoo.envs.scores import normalized_return
 from qzoo.errors import UserError
 from qzoo.replay.frames import FrameStacker
 from qzoo.run import threads
-from qzoo.run.logs import progress_bar
-from qzoo.run.streams import Streams
+from qzoo.streams import Streams
+from qzoo.terminal import progress_bar
 from qzoo.tools import args as args_lib
 from qzoo.tools.runs import acting_config, load_run
 

@@ -35,7 +35,7 @@ from qzoo.config import option
 from qzoo.config.values import Choice, Int, Text
 from qzoo.errors import UserError, closest
 from qzoo.run import threads
-from qzoo.run.logs import progress_bar
+from qzoo.terminal import progress_bar
 
 KINDS = ("train", "act", "env")
 # Default --steps: each well under a minute on Pong on one CPU core (timed + profiled).
@@ -44,10 +44,10 @@ STEPS = {"train": 500, "act": 1000, "env": 2000}
 PARTS = {
     "env": [("envs/atari.py", "step"), ("envs/atari.py", "reset"), ("envs/gym.py", "step"),
             ("envs/gym.py", "reset")],
-    "act": [("actors.py", "__call__")],
+    "act": [("acting/policy.py", "__call__")],
     "replay": [("replay/__init__.py", "add"), ("replay/__init__.py", "sample"),
                ("replay/__init__.py", "update_priorities")],
-    "learn": [("learner.py", "learn"), ("learner.py", "update_target")],
+    "learn": [("learning/learner.py", "learn"), ("learning/learner.py", "update_target")],
 }  # fmt: skip
 
 
@@ -160,7 +160,7 @@ class ActWork(Work):
         from qzoo.acting.policy import Policy
         from qzoo.networks.network import make_network
         from qzoo.replay.frames import observation_shape
-        from qzoo.run.streams import Streams
+        from qzoo.streams import Streams
 
         info = envs.describe(config)
         network = make_network(config, info, observation_shape(info.frame_shape,

@@ -23,7 +23,7 @@ from qzoo.config import option
 from qzoo.config.values import Bool, Int
 from qzoo.errors import UserError
 from qzoo.run import threads
-from qzoo.run.logs import progress_bar
+from qzoo.terminal import progress_bar
 from qzoo.tools import args as args_lib
 from qzoo.tools.runs import acting_config, load_run
 from qzoo.tools.screen import Agent, Screen, scale_picture

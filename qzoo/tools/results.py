@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from qzoo.errors import UserError
-from qzoo.run.checkpoint import atomic_write
+from qzoo.files import atomic_write
 from qzoo.tools.runs import config_from_dict
 
 # What makes a CSV a qzoo results.csv: DQN Zoo's first columns.

@@ -22,7 +22,7 @@ import torch
 
 from qzoo.acting.exploration import epsilon_greedy
 from qzoo.replay.frames import FrameStacker
-from qzoo.run.streams import Streams
+from qzoo.streams import Streams
 
 # `obs`: the stacked observation the agent acts on, [1, ...]; `pictures`: the RGB
 # frames [H, W, 3] uint8 the step showed (four per Atari step, one elsewhere).

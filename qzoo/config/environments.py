@@ -1,0 +1,142 @@
+"""What a user's --env means: Atari games by any spelling and Gymnasium's Atari ids
+(with the protocol their version implies), MinAtar's games, and any Gymnasium id with
+discrete actions and a Box observation; each mapped to its domain (atari, minatar,
+gym) and a canonical name, the first layer of a run's config (build.py)."""
+
+import re
+import warnings
+
+import gymnasium
+
+from qzoo.errors import UserError, closest, shown
+
+# qzoo's own environments (qzoo/envs/memory.py registers them with Gymnasium).
+QZOO_IDS = ("qzoo/StatelessCartPole-v1",)
+MINATAR_GAMES = ("asterix", "breakout", "freeway", "seaquest", "space_invaders")
+
+
+def _atari_rom_ids():
+    from ale_py import roms
+
+    return tuple(roms.get_all_rom_ids())
+
+
+def _key(name):
+    """Spelling-free form of a game name: SpaceInvaders, space-invaders -> spaceinvaders."""
+    return re.sub("[^a-z0-9]", "", name.lower())
+
+
+def _atari_game(name):
+    """The ale-py ROM id of a game name in any spelling, or None."""
+    return {_key(rom): rom for rom in _atari_rom_ids()}.get(_key(name))
+
+
+# Gymnasium's Atari ids: [ALE/]<Game>[-ram][NoFrameskip|Deterministic]-v<0|4|5>.
+_ATARI_ID = re.compile(
+    r"^(?:ALE/)?(?P<game>[A-Za-z0-9]+?)(?P<ram>-ram)?(?:NoFrameskip|Deterministic)?"
+    r"-v(?P<version>[045])$"
+)
+_PREPROCESSING = (
+    "qzoo's own preprocessing (max-pool, 84x84 grayscale, --action-repeats and --frame-stack, "
+    "4 by default)"
+)
+_ACCEPTED = "an Atari game (pong, PongNoFrameskip-v4, ALE/Pong-v5), minatar/<game> or a "
+_ACCEPTED += "Gymnasium id with discrete actions"
+
+
+def _env_error(name, expected, hint=None):
+    return UserError(
+        f"--env: bad value {shown(name)}; expected {expected}"
+        + (f" (did you mean {hint}?)" if hint else "")
+    )
+
+
+def _gym_problem(name):
+    """Why Gymnasium id `name` cannot be trained on, or None if it can."""
+    try:
+        with warnings.catch_warnings():  # deprecated versions warn; the message is one line
+            warnings.simplefilter("ignore")
+            env = gymnasium.make(name)
+    # Missing packages (Box2D, MuJoCo, ...: gymnasium's DependencyNotInstalled is an
+    # ImportError) and broken registrations.
+    except (gymnasium.error.Error, ImportError, OSError, TypeError, ValueError) as e:
+        return f"an environment that can be made ({type(e).__name__}: {e})".split("\n")[0]
+    try:
+        if not isinstance(env.action_space, gymnasium.spaces.Discrete):
+            return f"discrete actions, not {env.action_space}"
+        if not isinstance(env.observation_space, gymnasium.spaces.Box):
+            return f"a Box observation, not {env.observation_space}"
+    finally:
+        env.close()
+    return None
+
+
+def _suggestion(name):
+    """The closest name to `name` that resolves and can be trained on, or None."""
+    known = list(_atari_rom_ids()) + ["minatar/" + g for g in MINATAR_GAMES]
+    known += [k for k, spec in gymnasium.registry.items()
+              if "/" not in k and not str(spec.entry_point).startswith("ale_py")]  # fmt: skip
+    by_key = {k.lower(): k for k in known}
+    hints = [by_key[k] for k in closest(name.lower(), by_key, n=6)]
+    return next((h for h in hints if "-v" not in h or _gym_problem(h) is None), None)
+
+
+def interpret(name):
+    """What a user's --env means: (domain, canonical name, options it implies, note).
+
+    Atari games by any spelling (pong, Pong, SpaceInvaders), Gymnasium's Atari ids
+    (PongNoFrameskip-v4, Pong-v4, ALE/Pong-v5; sticky-action ids v0 and v5 imply
+    --protocol machado), minatar/<game> and MinAtar's ids, and any Gymnasium id with
+    discrete actions and a Box observation. `note` (or None) says how a Gymnasium
+    Atari id maps onto qzoo's protocol. Raises UserError naming a name that works.
+    """
+    if not name.strip():
+        raise _env_error(name, _ACCEPTED)
+    lowered = name.lower()
+    for prefix in ("minatar/", "minatar-"):
+        if lowered.startswith(prefix):
+            # Also accepts MinAtar's own Gymnasium ids, e.g. MinAtar/SpaceInvaders-v1.
+            game = lowered[len(prefix) :].split("-v")[0]
+            game = game.replace("spaceinvaders", "space_invaders")
+            if game in MINATAR_GAMES:
+                return "minatar", "minatar/" + game, {}, None
+            hint = closest(game, MINATAR_GAMES)
+            raise _env_error(
+                name, "minatar/ followed by " + ", ".join(MINATAR_GAMES),
+                hint and "minatar/" + hint[0],
+            )  # fmt: skip
+    game = _atari_game(name)
+    if game is not None:
+        return "atari", game, {}, None
+    match = _ATARI_ID.match(name)
+    game = match and _atari_game(match["game"])
+    if game is not None:
+        if match["ram"]:
+            raise _env_error(name, "screen observations: qzoo learns from pixels", game)
+        sticky = match["version"] in "05"  # Gymnasium's v0 and v5 ids repeat actions at 0.25
+        protocol = "machado" if sticky else "dqn_zoo"
+        how = (
+            f"v{match['version']}'s sticky actions make --protocol machado the default "
+            "(--protocol dqn_zoo for DQN Zoo's)"
+            if sticky
+            else "with no sticky actions, as in v4, --protocol dqn_zoo stays the default"
+        )
+        note = f"{name} runs as Atari {game!r} under {_PREPROCESSING}; {how}"
+        return "atari", game, {"protocol": protocol}, note
+    if name in QZOO_IDS:  # registered by qzoo/envs/memory.py when environments are made
+        return "gym", name, {}, None
+    if name in gymnasium.registry:
+        problem = _gym_problem(name)
+        if problem is not None:
+            raise _env_error(name, problem, _suggestion(name))
+        return "gym", name, {}, None
+    hint = _suggestion(match["game"] if match else name)
+    raise _env_error(name, _ACCEPTED, hint)
+
+
+def resolve(name):
+    """Maps an env name to (domain, canonical name); UserError if unknown. Names in a
+    saved config are already canonical (see `interpret` for what users may type)."""
+    if (name in QZOO_IDS or name in gymnasium.registry) and _ATARI_ID.match(name) is None:
+        return "gym", name  # checked when the config was built
+    return interpret(name)[:2]

@@ -1,0 +1,65 @@
+"""The two halves of a replay, as a contributor implements them (typing.Protocol: any
+class with these methods is one). Samplers address slots as (row, column) of a ring of
+rows written in lockstep by N environments, so every storage organised that way (frames
+once each, compressed groups, tensors on a device, a dataset on disk, sequences) works
+with every sampler (uniform, prioritized, on a device, one checkpoint per batch)."""
+
+from typing import Any, Protocol
+
+from qzoo.replay.batch import Batch, Row
+
+
+class Storage(Protocol):
+    """How transitions live, as samplers and batches read them (a dataset on disk is
+    only this; `WritableStorage` is one that actors add rows to)."""
+
+    num_rows: int
+    num_envs: int
+    num_adds: int
+
+    @property
+    def size(self) -> int:
+        """Transitions stored (rows times environments)."""
+        ...
+
+    def can_sample(self) -> bool: ...
+
+    def valid(self, t: Any, b: Any) -> Any:
+        """Whether transitions start at rows `t` of columns `b`."""
+        ...
+
+    def gather(self, t: Any, b: Any) -> Batch:
+        """The batch of transitions starting at rows `t` of columns `b`."""
+        ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+class WritableStorage(Storage, Protocol):
+    """A storage that actors add rows to."""
+
+    def add(self, row: Row) -> int:
+        """Writes one row of every environment; returns the row index written."""
+        ...
+
+
+class Sampler(Protocol):
+    """Which slots a batch holds."""
+
+    def added(self, t: int) -> None:
+        """Called after the storage wrote row `t`."""
+        ...
+
+    def sample(self, batch_size: int) -> tuple[Any, Any, Any]:
+        """Rows, columns and importance weights (None: uniform) of a batch."""
+        ...
+
+    def update(self, indices: Any, priorities: Any) -> None:
+        """New priorities for the sampled slots `indices` (ignored by uniform ones)."""
+        ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
