@@ -227,8 +227,6 @@ def extend(args):
             i = argv.index("--iterations")
             argv[i + 1] = str(int(argv[i + 1]) + 1)
             argv += ["--accept-changes", "iterations"]
-            if record["name"] == "offline_dqn":
-                argv[argv.index("--offline") + 1] = os.path.join(work, "logged")
             result = run(record["name"], argv, work, fresh=False)
             status = "error: " + str(result["error"]) if "error" in result else "ok"
             print(record["name"], status, flush=True)
