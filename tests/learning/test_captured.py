@@ -13,8 +13,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from test_device_replay import filled, rows, window_slots
-from test_device_sync import no_host_sync
+from helpers import SMALL_HEADS, filled, no_host_sync, rows, window_slots
 
 from qzoo.cli.main import main
 from qzoo.config import build_config
@@ -26,10 +25,8 @@ from qzoo.run import checkpoint
 from qzoo.run.trainer import Trainer
 
 SMALL = {"env": "CartPole-v1", "iterations": "2", "train_frames": "300", "eval_frames": "20",
-         "replay_capacity": "1000", "min_replay_capacity_fraction": "0.1", "mlp_hidden": "16",
-         "replay_device": "cpu", "capture": "true", "threads": "1", "num_quantiles": "8",
-         "tau_samples_policy": "4", "tau_samples_s_tm1": "5", "tau_samples_s_t": "6",
-         "num_atoms": "11"}  # fmt: skip
+         "replay_capacity": "1000", "min_replay_capacity_fraction": "0.1", "replay_device": "cpu",
+         "capture": "true", "threads": "1", **SMALL_HEADS}  # fmt: skip
 
 
 def _pair(agent, extra):

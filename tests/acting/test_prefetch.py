@@ -8,6 +8,7 @@ import types
 import numpy as np
 import pytest
 import torch
+from helpers import TINY
 
 from qzoo import envs
 from qzoo.acting.prefetch import Prefetcher
@@ -17,8 +18,7 @@ from qzoo.learning.precision import autocast
 from qzoo.networks.network import make_network
 from qzoo.run.trainer import Trainer
 
-SMALL = {"iterations": 2, "train_frames": 400, "eval_frames": 200, "replay_capacity": 1000,
-         "min_replay_capacity_fraction": 0.1, "learn_period": 4, "num_envs": 4}  # fmt: skip
+SMALL = {**TINY, "num_envs": 4}
 
 
 @pytest.mark.parametrize("agent", ["dqn", "double_q", "prioritized", "c51", "qrdqn",

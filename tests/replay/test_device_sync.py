@@ -7,39 +7,16 @@ On a CPU nothing waits, so the check is structural: while a trainer runs `learn_
 on `--replay-device cpu` (the tensor code a GPU runs), every Tensor method that would
 copy a value to the host raises."""
 
-import contextlib
 
 import numpy as np
 import pytest
 import torch
-from test_device_replay import filled, random_rows, window_slots
+from helpers import filled, no_host_sync, random_rows, window_slots
 
 from qzoo.config import build_config
 from qzoo.replay.device import DeviceFrameStorage
 from qzoo.replay.device_samplers import ROUNDS, DevicePrioritizedSampler, DeviceUniformSampler
 from qzoo.run.trainer import Trainer
-
-SYNCS = ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__", "__index__")
-
-
-@contextlib.contextmanager
-def no_host_sync():
-    """Every host-copying Tensor method raises inside the block."""
-    saved = {name: getattr(torch.Tensor, name) for name in SYNCS}
-
-    def refuse(name):
-        def method(self, *args, **kwargs):
-            raise AssertionError(f"host sync: Tensor.{name}")
-
-        return method
-
-    try:
-        for name in SYNCS:
-            setattr(torch.Tensor, name, refuse(name))
-        yield
-    finally:
-        for name, method in saved.items():
-            setattr(torch.Tensor, name, method)
 
 
 def test_the_guard_catches_a_sync():

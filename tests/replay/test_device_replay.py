@@ -7,43 +7,13 @@ assembles bit for bit the batch FrameStorage assembles."""
 import numpy as np
 import pytest
 import torch
+from helpers import GAMMA, cartpole_config, filled, pair, random_rows, rows, window_slots
 
 from qzoo.cli.main import main
 from qzoo.config import build_config
 from qzoo.replay import FrameStorage, PrioritizedSampler, Replay, Row, UniformSampler
 from qzoo.replay.device import DeviceFrameStorage, DevicePrioritizedSampler, DeviceUniformSampler
 from qzoo.run import checkpoint
-
-GAMMA = 0.9
-
-
-def random_rows(count, num_envs, frame_shape, dtype, seed=0):
-    """Rows of episodes of random lengths in each column: terminations, truncations
-    (LAST without zero discount), life losses and abandoned episodes (a FIRST right
-    after a row that is not LAST)."""
-    rng = np.random.default_rng(seed)
-    start = np.ones(num_envs, bool)
-    for _ in range(count):
-        first, rest = start, ~start
-        last = rest & (rng.random(num_envs) < 0.2)
-        zero = rest & (rng.random(num_envs) < 0.3)
-        start = last | (rest & (rng.random(num_envs) < 0.05))
-        frame = rng.integers(1, 256, (num_envs,) + frame_shape).astype(dtype)
-        yield Row(frame, rng.integers(0, 6, num_envs), rng.choice([-1.0, 0.0, 0.5, 1.0], num_envs),
-                  first, last, zero)  # fmt: skip
-
-
-def pair(capacity, num_envs, frame_shape, dtype, stack, n_steps):
-    args = (capacity, num_envs, frame_shape, dtype, 6, stack, n_steps, GAMMA)
-    return FrameStorage(*args), DeviceFrameStorage(*args, "cpu")
-
-
-def window_slots(storage):
-    """Every (t, b) in the storage's window, as two int64 arrays."""
-    low, high = storage.window()
-    t = (storage.oldest() + np.arange(low, high)) % storage.num_rows
-    t, b = np.meshgrid(t, np.arange(storage.num_envs), indexing="ij")
-    return t.reshape(-1), b.reshape(-1)
 
 
 @pytest.mark.parametrize("n_steps", [1, 3])
@@ -86,14 +56,6 @@ def test_zero_frames_before_an_episode_start_by_hand():
     batch = device.gather(torch.tensor([0, 4]), torch.tensor([0, 0]))
     assert batch.s_tm1.tolist() == [[0, 0, 0, 1], [0, 0, 4, 5]]
     assert batch.r_t[0].item() == pytest.approx(1 + GAMMA * 2) and batch.discount_t[0] == 0
-
-
-def filled(capacity=46, rows=60, stack=4, n_steps=3, seed=0):
-    host, device = pair(capacity, 2, (2,), np.uint8, stack, n_steps)
-    for row in random_rows(rows, 2, (2,), np.uint8, seed):
-        host.add(row)
-        device.add(row)
-    return host, device
 
 
 def test_uniform_draws_are_valid_reach_every_valid_slot_and_are_even():
@@ -165,21 +127,6 @@ def test_state_restores_into_either_storage_through_a_checkpoint(tmp_path):
         np.testing.assert_array_equal(np.asarray(batch.r_t), host.gather(t, b).r_t)
 
 
-def cartpole(replay_device, prioritized=False):
-    return build_config("dqn", {
-        "env": "CartPole-v1", "iterations": "2", "train_frames": "300", "eval_frames": "20",
-        "replay_capacity": "500", "min_replay_capacity_fraction": "0.2", "threads": "1",
-        "replay_device": replay_device, "prioritized": str(prioritized).lower(),
-    })  # fmt: skip
-
-
-def rows(trainer, n):
-    from qzoo.run.trainer import WALL_CLOCK_COLUMNS
-
-    return [{k: repr(v) for k, v in trainer.run_iteration().items() if k not in WALL_CLOCK_COLUMNS}
-            for _ in range(n)]  # fmt: skip
-
-
 def test_with_the_hosts_draws_a_device_replay_run_trains_to_the_same_bits():
     """Sampling draws from a torch generator instead of NumPy's, so the indices differ
     by construction. Given the host sampler's draws (from a shadow FrameStorage fed the
@@ -187,8 +134,8 @@ def test_with_the_hosts_draws_a_device_replay_run_trains_to_the_same_bits():
     copy into the learner) gives the results rows of a host-replay run exactly."""
     from qzoo.run.trainer import Trainer
 
-    expected = rows(Trainer(cartpole("host")), 3)
-    trainer = Trainer(cartpole("cpu"))
+    expected = rows(Trainer(cartpole_config("host")), 3)
+    trainer = Trainer(cartpole_config("cpu"))
     storage = trainer.replay.storage
     assert isinstance(storage, DeviceFrameStorage)
     shadow = FrameStorage(500, 1, storage.frame_shape, storage.frames.numpy().dtype, 2,
@@ -218,12 +165,12 @@ def test_a_device_replay_run_resumes_exactly(tmp_path, prioritized):
     stop (the replay stream's torch generator is in the checkpoint)."""
     from qzoo.run.trainer import Trainer
 
-    expected = rows(Trainer(cartpole("cpu", prioritized)), 3)
-    first = Trainer(cartpole("cpu", prioritized))
+    expected = rows(Trainer(cartpole_config("cpu", prioritized)), 3)
+    first = Trainer(cartpole_config("cpu", prioritized))
     got = rows(first, 2)
     path = tmp_path / "latest.safetensors"
     checkpoint.save(path, first.state_dict())
-    second = Trainer(cartpole("cpu", prioritized))
+    second = Trainer(cartpole_config("cpu", prioritized))
     state = checkpoint.load(path)
     assert checkpoint.first_mismatch(state, second.state_dict()) is None
     second.load_state_dict(state)
@@ -251,7 +198,7 @@ def test_what_it_does_not_take_is_refused_in_one_line(options, blamed, tmp_path,
 
 
 @pytest.mark.slow
-def test_a_run_with_device_sampling_learns_cartpole():
+def test_a_run_with_device_sampling_learns_cartpole_config():
     """With its own (torch) draws, 8,000 frames take the greedy return from about 9
     past 100 (measured on seeds 1, 2, 3: 252, 153, 267). About 6 s on 2 cores."""
     from qzoo.run.trainer import Trainer, run

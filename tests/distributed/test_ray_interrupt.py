@@ -16,13 +16,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 from qzoo.distributed.sweep import _stat, clock_ticks, session_processes, stop_session_processes
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 LINE = "qzoo: interrupted while starting Ray; stopped its processes"
 
 linux = pytest.mark.skipif(clock_ticks() is None, reason="needs Linux /proc")

@@ -14,7 +14,7 @@ Ray and the run completes.
 
 import numpy as np
 import pytest
-from test_dopamine_format import episodes
+from helpers import episodes
 from test_ray import _one_error_line, _rows, kill_when_results, local_ray  # noqa: F401
 
 from qzoo import envs

@@ -6,9 +6,11 @@ import os
 import subprocess
 import sys
 
+from helpers import REPO
+
 from qzoo.config import Config
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(REPO)
 TINY = ["--iterations", "2", "--train-frames", "300", "--eval-frames", "200",
         "--replay-capacity", "1000", "--min-replay-capacity-fraction", "0.1",
         "--no-tensorboard", "--no-progress", "--threads", "1"]  # fmt: skip

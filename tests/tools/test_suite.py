@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import REPO
 
 from qzoo import data
 from qzoo.cli.main import main
@@ -22,7 +23,7 @@ from qzoo.tools import stats
 from qzoo.tools import suite_report as report
 from qzoo.tools import suite_runs as suite
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(REPO)
 TINY = ["--iterations", "4", "--train-frames", "300", "--eval-frames", "100",
         "--replay-capacity", "4000", "--no-progress"]  # fmt: skip
 

@@ -11,6 +11,7 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
+from helpers import TINY
 
 from qzoo.acting import pinning
 from qzoo.acting.actor import Actor
@@ -26,8 +27,7 @@ from qzoo.run import checkpoint
 from qzoo.run.trainer import WALL_CLOCK_COLUMNS, Trainer
 from qzoo.streams import Streams
 
-SMALL = {"iterations": 2, "train_frames": 400, "eval_frames": 200, "replay_capacity": 1000,
-         "min_replay_capacity_fraction": 0.1, "learn_period": 4, "num_envs": 4}  # fmt: skip
+SMALL = {**TINY, "num_envs": 4}
 
 
 def cartpole(**options):

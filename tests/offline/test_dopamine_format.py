@@ -11,6 +11,7 @@ import pickle
 
 import numpy as np
 import pytest
+from helpers import episodes
 
 from qzoo.errors import UserError
 from qzoo.offline import dopamine
@@ -20,17 +21,6 @@ from qzoo.offline.writer import LoggedReplayWriter
 from qzoo.replay import Replay, UniformSampler
 
 K = 4  # Dopamine's stack
-
-
-def episodes(writer, lengths, start=1):
-    """Adds episodes of the given lengths; frame k of the stream is filled with k."""
-    k, shape = start, writer.observation.shape[1:]
-    for length in lengths:
-        for step in range(length):
-            terminal = step == length - 1
-            writer.add(np.full(shape, k % 256, np.uint8), k % 5, float(k % 3) - 1, terminal)
-            k += 1
-    return k
 
 
 def test_rows_padding_and_add_count(tmp_path):

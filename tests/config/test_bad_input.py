@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+from helpers import REPO
 
 import qzoo.config as config_lib
 from qzoo.cli.main import main
@@ -235,7 +236,7 @@ def test_the_battery_is_large():
     ],
 )
 def test_bad_input_in_a_real_process(argv, fragment, tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run([sys.executable, "-m", "qzoo", *argv], capture_output=True,
                             text=True, cwd=tmp_path, env=env, check=False)  # fmt: skip
     assert result.returncode == 2 and result.stdout == ""

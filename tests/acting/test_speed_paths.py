@@ -3,10 +3,10 @@
 import importlib.util
 import mmap
 import os
-import pathlib
 
 import numpy as np
 import torch
+from helpers import REPO
 
 from qzoo.learning.optim import CenteredRMSProp
 from qzoo.networks.torsos import NatureTorso, training_layout
@@ -62,7 +62,7 @@ def test_nature_torso_in_either_layout_gives_the_same_outputs_and_gradients():
 
 
 def _peers():
-    path = pathlib.Path(__file__).parents[1] / "benchmarks" / "peers.py"
+    path = REPO / "benchmarks" / "peers.py"
     spec = importlib.util.spec_from_file_location("peers", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -9,12 +9,11 @@ import sys
 
 import pytest
 import torch
+from helpers import REPO, TINY_ARGS
 
 from qzoo.cli.main import main
 
-TINY = ["--iterations", "2", "--train-frames", "300", "--eval-frames", "100",
-        "--replay-capacity", "1000", "--min-replay-capacity-fraction", "0.1",
-        "--no-tensorboard", "--no-progress"]  # fmt: skip
+TINY = TINY_ARGS
 
 
 def train(run_dir, agent="dqn", env="CartPole-v1", extra=()):
@@ -23,8 +22,8 @@ def train(run_dir, agent="dqn", env="CartPole-v1", extra=()):
 
 
 @pytest.fixture(scope="module")
-def cartpole(tmp_path_factory):
-    return train(tmp_path_factory.mktemp("runs") / "cartpole")
+def cartpole(tiny_run):
+    return tiny_run
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +85,7 @@ def test_eval_is_reproducible_with_a_seed(cartpole, capsys):
 
 def qzoo_process(*argv):
     """`qzoo ARGV` in a fresh process (this checkout's qzoo), stdout piped."""
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-m", "qzoo", *map(str, argv)], env=env,
                           capture_output=True, text=True, check=False)  # fmt: skip
 

@@ -16,6 +16,7 @@ import sys
 
 import pytest
 import torch
+from helpers import SMALL_HEADS
 
 from qzoo import envs
 from qzoo.config import build_config
@@ -25,9 +26,7 @@ from qzoo.networks.network import _input_dtype, make_network
 from qzoo.run.trainer import Trainer
 
 SMALL = {"env": "CartPole-v1", "iterations": "3", "train_frames": "400", "eval_frames": "100",
-         "replay_capacity": "1000", "min_replay_capacity_fraction": "0.1", "mlp_hidden": "16",
-         "num_quantiles": "8", "tau_samples_policy": "4", "tau_samples_s_tm1": "5",
-         "tau_samples_s_t": "6", "num_atoms": "11"}  # fmt: skip
+         "replay_capacity": "1000", "min_replay_capacity_fraction": "0.1", **SMALL_HEADS}
 
 
 def _trainers(agent, extra):
