@@ -1,5 +1,5 @@
 """Agent steps per second of DQN under each --acting mode and number of environments,
-with the realised replay ratio (issue 11; rlpyt's samplers).
+with the realised replay ratio (rlpyt's samplers).
 
 python benchmarks/acting.py [--env pong] [--modes serial,parallel,alternating,async]
     [--envs 1,8,16,32] [--steps 400] [--workers 2] [--replay-ratio 8] [--device auto]
@@ -7,8 +7,9 @@ python benchmarks/acting.py [--env pong] [--modes serial,parallel,alternating,as
 python benchmarks/acting.py --env-only [--envs 1,8,16,32] [--steps 400] [--workers 2]
 
 For each (mode, N): fills the replay to its minimum (--min-replay 1000 transitions),
-then times, from when its environments are built and reset, one training phase of about --steps agent steps (all environments together,
-each stepping steps / N times) with learning on.
+then times, from when its environments are built and reset, one training phase of
+about --steps agent steps (all environments together, each stepping steps / N times)
+with learning on.
 Prints one JSON line per pair: agent steps/s (all environments together), updates/s,
 and the replay ratio realised in the timed phase (transitions sampled / transitions
 collected; the target is --replay-ratio). Modes that cannot run a size (alternating

@@ -1,5 +1,5 @@
 """Replay sampling with glibc's default allocator settings against qzoo's
-(qzoo/allocator.py), interleaved in fresh processes. Prints JSON lines.
+(qzoo/run/allocator.py), interleaved in fresh processes. Prints JSON lines.
 
 python benchmarks/allocator.py [--env pong] [--capacity 20000] [--seconds 3] [--rounds 2]
 """
@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 # The child runs `qzoo bench replay`; "default" marks the allocator as already set up
-# so that qzoo leaves glibc's settings alone (what qzoo did before allocator.py).
+# so that qzoo leaves glibc's settings alone (the baseline: glibc's defaults).
 CHILD = """
 import sys
 from qzoo.run import allocator

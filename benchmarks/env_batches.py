@@ -1,5 +1,5 @@
 """Environment frames per second, synchronous against ale-py's asynchronous mode
-(--env-batch-size B, issue 13), environments alone and in a short DQN training run.
+(--env-batch-size B), environments alone and in a short DQN training run.
 
 OMP_NUM_THREADS=1 python benchmarks/env_batches.py [--env pong] [--envs 8,16,32]
     [--fractions 2,4] [--frames 16000] [--rounds 3] [--train] [--train-frames 4000]

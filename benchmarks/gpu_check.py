@@ -77,7 +77,8 @@ def section_env(args):
 
 
 # The CUDA tests: each compiles (seconds apiece), so the agents that cover each path.
-CUDA_TESTS = ["tests/test_captured.py", "tests/test_gpu_acting.py", "tests/test_compiled.py"]
+CUDA_TESTS = ["tests/learning/test_captured.py", "tests/acting/test_gpu_acting.py",
+              "tests/learning/test_compiled.py"]
 CUDA_SELECTED = "on_a_gpu or gpu_async or gpu_actor or (cuda_steps and (dqn or rainbow))"
 
 

@@ -1,6 +1,6 @@
 """Replay speed and memory as JSON lines: `python benchmarks/replay.py [--capacity N ...]`.
 
-Same as `qzoo bench replay`; options as documented in qzoo/bench.py.
+Same as `qzoo bench replay`; options as documented in qzoo/run/bench.py.
 """
 
 import sys

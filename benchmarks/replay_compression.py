@@ -74,7 +74,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0)
     args = parser.parse_args()
-    allocator.keep_freed_memory()  # as a training run and `qzoo bench` (allocator.py)
+    allocator.keep_freed_memory()  # as a training run and `qzoo bench` (qzoo/run/allocator.py)
     codecs = args.codecs.split(",")
     for game in args.games.split(","):
         rows = play_rows(game, args.capacity, 1)

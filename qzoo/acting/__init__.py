@@ -1,5 +1,7 @@
-"""How acting runs beside learning (rlpyt's samplers, issue 11): the drivers
-(drivers.py: serial, parallel, alternating, async), environment worker processes
-(workers.py), the alternating actor (alternating.py), the asynchronous actor-learner
-(asynchronous.py), the replay-ratio rule and its two-way gate (ratio.py), and the
-per-environment epsilons and decorrelated start (epsilon.py)."""
+"""Acting: environments, exploration and the policy, and how acting runs beside learning
+(rlpyt's samplers). The actor and its policy (actor.py, policy.py, recurrent_policy.py),
+epsilon-greedy and each environment's epsilon (exploration.py, schedule.py), the driver
+interface (driver.py) and its drivers: serial and parallel (serial.py, workers.py),
+alternating (alternating.py), async in a thread or a process (asynchronous.py,
+process.py, prefetch.py, pinning.py) and ale-py batches (batches.py); the replay-ratio
+rule and its two-way gate (ratio.py)."""

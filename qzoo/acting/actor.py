@@ -5,7 +5,7 @@ An `Actor` owns its vector of environments, its frame stacker, one epsilon per
 environment and its own random stream; it asks a `Policy` for actions, chosen on the
 policy's device so that only the actions (and one statistic) cross to the host.
 Training and evaluation are two actors with different streams and epsilons. An actor
-holds no learner and no replay: the run loop takes its rows to the replay, and its
+holds no learner and no replay: its driver takes its rows to the replay, and its
 policy holds a network (the learner's own, by reference, when acting and learning
 alternate in one thread; a copy refreshed from `Learner.weights()` when an actor runs
 concurrently in a thread or a process, since the optimizer updates weights in place).
@@ -77,10 +77,11 @@ class Actor:
     """Steps `num_envs` environments with a policy, one phase at a time.
 
     `epsilon(frame_t)` gives the exploration rate of each environment ([N] or a
-    scalar for all; qzoo/acting/epsilon.py). A training phase may start with rlpyt's
-    decorrelating random actions (--max-decorrelation-steps). A phase starts fresh environments seeded from the actor's
-    stream (`start`), emits one `Row` per `step`, and returns its statistics at
-    `stop`. An episode still running when a phase stops is abandoned.
+    scalar for all; qzoo/acting/exploration.py). A training phase may start with rlpyt's
+    decorrelating random actions (--max-decorrelation-steps). A phase starts fresh
+    environments seeded from the actor's stream (`start`), emits one `Row` per `step`,
+    and returns its statistics at `stop`. An episode still running when a phase stops
+    is abandoned.
     """
 
     def __init__(self, config, info, policy, stream, epsilon, eval_mode=False, make_env=None,
@@ -114,7 +115,7 @@ class Actor:
         acted on (for replay) and the number of frames the environments advanced."""
         config, step = self.config, self._step
         epsilon = np.full(self.num_envs, self.epsilon(frame_t), np.float32)
-        bound = config.max_abs_reward  # np.clip's own overhead is 4x min + max's
+        bound = config.max_abs_reward  # np.clip's own overhead exceeds min + max's
         reward = np.minimum(np.maximum(step.reward, -bound), bound)
         self.policy.observe(step.first, reward)
         actions, state_value = self.policy(self._obs, epsilon, self.stream.torch)

@@ -8,14 +8,11 @@ The halves are the first and second half of the worker processes (workers.py). E
     wait half B's step into t  ->  actions of B at t  ->  B steps to t+1 (in flight)
     return the row at t        ->  the learner updates while both halves step
 
-so A's environment step overlaps B's action selection, and B's overlaps the learner's
-updates and A's next action selection (rlpyt: "a theoretical speed-up up to 2x").
-Each half has its own frame stacker. A step's frames are those of the transitions
-into t, received in it (the first step, from reset, has none), so a phase takes one
-more `step` than a serial one. Actions are drawn in two calls of the policy (half
-the environments each), so its random draws differ from --acting serial's: rows are
-valid transitions, not the serial rows.
-"""
+so A's environment step overlaps B's action selection, and B's the learner's updates.
+Each half has its own frame stacker; a phase takes one more `step` than a serial one
+(the first, from reset, has no frames). Actions are drawn in two calls of the policy,
+so its random draws differ from --acting serial's: rows are valid transitions, not
+the serial rows."""
 
 import numpy as np
 

@@ -5,37 +5,12 @@ the environments (in --actor-workers processes when above 1) and writing rows in
 the shared replay under a lock (rlpyt's async buffers, B6.5: one writer, readers
 under the same lock). The learner, in the trainer's thread, samples, updates and
 writes priorities back under that lock (the SGD step itself runs outside it), and
-publishes its weights to the actor every --publish-period updates (the actor copies
-them, tensor to tensor, at its next action: `_LockedPolicy`). A `RatioGate`
+publishes its weights to the actor every --publish-period updates. A `RatioGate`
 (ratio.py) holds the replay ratio both ways: the learner waits when it is ahead, the
-actor when it is ahead (rlpyt's sampler never waits: issue #138).
-Target updates are counted in updates (rlpyt): every target-network-update-period x
-updates-per-frame of them.
-
-Guarantees. Every stored transition is valid (whole rows under the lock); the
-realised ratio stays within --replay-ratio-tolerance of the target up to one update
-and one actor step (RatioGate); at the end of a phase the learner catches up to the
-updates due, so each results row has at least the synchronous schedule's number of
-updates and at most --replay-ratio-tolerance more (counted from the phase's first
-learnable frame; a fraction of an update per phase is dropped). As in rlpyt, a
-prioritized batch's new priorities are written after its SGD step: a slot the actor
-overwrote meanwhile gets its predecessor's priority (a slot's priority, not a
-transition, is wrong; rare at replay sizes far above the rows written during one
-update). With --prefetch-targets, a thread of its own samples each batch and
-computes its targets one update ahead (prefetch.py: the same targets; sampling one
-update earlier). With --pin-threads the learner's thread runs on a core of its own
-and the others on the remaining cores (threads.py). Not guaranteed: which weights
-acted on which step, hence the results of two runs with one seed, and what a resumed
-run does (a checkpoint is written between phases, when both sides are idle; resuming
-continues from it, but the run differs from an uninterrupted one as any two async
-runs do).
-
---deterministic runs the same schedule in lockstep, in one thread: after each actor
-step the learner does every update the gate allows (floor of the target), and the
-actor's weights are refreshed every --publish-period updates and at each phase
-start. It is reproducible and resumes bit-identically (the actor's copy is the
-learner's at a phase start, where checkpoints are taken).
-"""
+actor when it is ahead (rlpyt's sampler never waits: rlpyt issue #138). Target
+updates are counted in updates (rlpyt): every target-network-update-period x
+updates-per-frame of them. --deterministic runs the same schedule in lockstep, in
+one thread, so that a run is reproducible and resumes bit-identically."""
 
 import contextlib
 import copy
@@ -54,16 +29,15 @@ from qzoo.acting.serial import SerialDriver, run_phase
 
 class _LockedPolicy(Policy):
     """The actor's policy: a network copy that takes the newest published weights at
-    its next call. The learner never waits for an action to be chosen (it did, 2 ms
-    per update on Pong on two busy cores, when publishing wrote the actor's network
-    under the lock of its forward pass).
+    its next call. The learner never waits for an action to be chosen (publishing
+    never writes the actor's network under the lock of its forward pass).
 
     The weights get there one of two ways. Pulled (`source`: the learner's online
     network and the lock its optimizer steps under): publishing only flags them, and
     the actor copies the learner's weights itself, under that lock, so never half a
-    step. The copy (0.9 ms for Pong's Nature network) then leaves the learner's thread,
-    which sets the pace on two cores; the actor takes the newest update's weights,
-    which may be later than the published one's. Staged (no `source`): the learner
+    step. The copy then leaves the learner's thread, which sets the pace on two cores;
+    the actor takes the newest update's weights, which may be later than the published
+    one's. Staged (no `source`): the learner
     copies them into a staging copy, under a lock the actor holds only while it
     copies them out; for a compiled update (its optimizer steps inside the graph) and
     for lockstep runs (which need exactly the published update's weights)."""
@@ -142,6 +116,29 @@ def note_unpinned(config):
 
 
 class AsyncDriver(SerialDriver):
+    """--acting async: the actor in a thread of its own, the learner in the trainer's.
+
+    Guarantees. Every stored transition is valid (whole rows under the lock); the
+    realised ratio stays within --replay-ratio-tolerance of the target up to one update
+    and one actor step (RatioGate); at the end of a phase the learner catches up to the
+    updates due, so each results row has at least the synchronous schedule's number of
+    updates and at most --replay-ratio-tolerance more (counted from the phase's first
+    learnable frame; a fraction of an update per phase is dropped). As in rlpyt, a
+    prioritized batch's new priorities are written after its SGD step: a slot the actor
+    overwrote meanwhile gets its predecessor's priority (a slot's priority, not a
+    transition, is wrong; rare at replay sizes far above the rows written during one
+    update). With --prefetch-targets a thread of its own samples each batch and computes
+    its targets one update ahead (prefetch.py); with --pin-threads the learner's thread
+    runs on a core of its own (pinning.py). Not guaranteed: which weights acted on which
+    step, hence the results of two runs with one seed, and what a resumed run does (a
+    checkpoint is written between phases, when both sides are idle; resuming continues
+    from it, but the run differs from an uninterrupted one as any two async runs do).
+
+    --deterministic: after each actor step the learner does every update the gate allows
+    (floor of the target), and the actor's weights are refreshed every --publish-period
+    updates and at each phase start (where checkpoints are taken), so a resumed run is
+    bit-identical."""
+
     def __init__(self, parts, policy, evaluation):
         learner, config = parts.learner, parts.config
         network = copy.deepcopy(learner.online).requires_grad_(False)

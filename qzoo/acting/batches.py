@@ -1,32 +1,17 @@
-"""Acting on the environments that are ready (--env-batch-size B, issue 13).
+"""Acting on the environments that are ready (--env-batch-size B).
 
 With ale-py's asynchronous mode (qzoo/envs/atari_batches.py) each agent step acts on
 B of the N environments, whichever finished their previous step first, so the
 policy's device never waits for the slowest game. Everything per environment follows
-the environment's id, not its place in the batch:
+the environment's id, not its place in the batch: its frame stack, its epsilon
+(`epsilon(frame_t)`, [N] or a scalar, qzoo/acting/exploration.py, indexed by the ids),
+its episode returns (`BatchEpisodeStats`) and its replay column (`ColumnQueues`), so
+the replay, the samplers and checkpoints are those of synchronous acting.
 
-  frame stacks   N stacks; a batch pushes onto and reads the stacks of its ids;
-  epsilons       `epsilon(frame_t)` ([N] or a scalar, qzoo/acting/epsilon.py) is
-                 indexed by the ids, so environment i keeps its own final epsilon;
-  episodes       returns are summed per id (`BatchEpisodeStats`);
-  replay rows    `ColumnQueues` keeps each environment's rows in its own queue and
-                 releases one lockstep `Row` of all N columns whenever every queue
-                 holds one, so column i of the replay (replay/frames.py) holds
-                 environment i's own observations in order, episode starts and ends
-                 flagged as in synchronous acting: no transition crosses an
-                 autoreset, and FrameStorage, the samplers and checkpoints are
-                 unchanged. Rows wait in the queues only as long as the slowest
-                 environment lags behind (a few steps; what an environment has
-                 queued when a phase stops is dropped, as the last observation of
-                 a synchronous phase is).
-
-Counting: frames are real frames, those of the environments that stepped
-(`EnvStep.real_steps` x --action-repeats), so the frame budget, the epsilon and
-update schedules and the replay ratio (qzoo/acting/ratio.py: transitions collected
-are agent steps of one environment) mean what they mean in synchronous acting.
-
-Only training acts in batches; evaluation stays synchronous (a plain `Actor`).
-"""
+Frames are real frames, those of the environments that stepped (`EnvStep.real_steps`
+x --action-repeats), so the frame budget, the epsilon and update schedules and the
+replay ratio (qzoo/acting/ratio.py) mean what they mean in synchronous acting. Only
+training acts in batches; evaluation stays synchronous (a plain `Actor`)."""
 
 import collections
 import time
@@ -40,7 +25,7 @@ from qzoo.replay.batch import Row
 from qzoo.replay.frames import FrameStacker
 
 # Queued entries (each a frame: 7 KB on Atari) beyond which an environment starved
-# by ale-py's threads is an error rather than a slow leak; measured lags are tens.
+# by ale-py's threads is an error rather than a slow leak; real lags are far below it.
 MAX_QUEUED = 2**17
 
 
@@ -68,8 +53,14 @@ class BatchEpisodeStats(EpisodeStats):
 
 
 class ColumnQueues:
-    """Each environment's replay entries in its own queue, released as lockstep rows
-    (module docstring)."""
+    """Each environment's replay entries in its own queue, released as lockstep rows.
+
+    A `Row` of all N columns is released whenever every queue holds one, so column i of
+    the replay (replay/frames.py) holds environment i's own observations in order, episode
+    starts and ends flagged as in synchronous acting: no transition crosses an autoreset.
+    Rows wait only as long as the slowest environment lags behind (a few steps; what an
+    environment has queued when a phase stops is dropped, as the last observation of a
+    synchronous phase is)."""
 
     def __init__(self, num_envs):
         self._queues = [collections.deque() for _ in range(num_envs)]

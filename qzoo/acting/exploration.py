@@ -6,15 +6,12 @@ final value over DQN Zoo's schedule (schedule.LinearSchedule). The finals are:
   - rlpyt's `make_vec_eps` with --eps-final-min: log-spaced from eps_final_min to
     --exploration-epsilon-end-value over every environment (log_spaced_epsilons),
   - Ape-X's with --apex-epsilon e and --apex-alpha a: e ** (1 + a i / (N - 1))
-    (apex_epsilons). Ape-X's actors hold them from the start; here they are the
-    ends of the same decay (a deliberate difference: the replay then starts from the
-    same random play as every other agent; --exploration-epsilon-decay-frame-fraction
-    0 gives Ape-X's constant values).
+    (apex_epsilons), as the ends of the same decay, so that the replay starts from the
+    same random play as every other agent's (Ape-X holds them from the start:
+    --exploration-epsilon-decay-frame-fraction 0 does that).
 Evaluation keeps one scalar epsilon (rlpyt and Ape-X alike). Environments are ranked
 0..N-1 globally, whatever worker steps them, so a run's epsilons do not depend on
---acting or --actor-workers. rlpyt's decorrelated start (random actions for a few
-steps) is here too.
-"""
+--acting or --actor-workers. rlpyt's decorrelated start (random actions) is here too."""
 
 import sys
 
@@ -51,9 +48,8 @@ def _epsilon_greedy_host(q_values, epsilon, generator):
     """`epsilon_greedy` for NumPy `q_values` [N, A] and `epsilon` [N] with a CPU
     generator: the same three draws, in the same order and from the same stream, and
     the same float32 arithmetic, so the same actions (numpy int64) as the tensor path.
-    A CPU policy acting in one environment spends its time in dispatch, not arithmetic:
-    one small PyTorch operation costs a few microseconds, a NumPy one under one
-    (BENCHMARKS.md: peers, per-step cost)."""
+    A CPU policy acting in one environment spends its time in dispatch, not arithmetic,
+    and a small NumPy operation dispatches far faster than a PyTorch one."""
     n, num_actions = q_values.shape
     is_max = q_values == q_values.max(axis=1, keepdims=True)
     keys = torch.rand(n, num_actions, generator=generator).numpy() + is_max

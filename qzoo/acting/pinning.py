@@ -1,7 +1,11 @@
 """--pin-threads: the learner's thread on a core of its own and the actor's and the
 prefetcher's on the others, for the length of each training phase (Linux; elsewhere the
-threads stay unpinned). Pinning chooses among the cores this process may use, so
-`taskset -c 2,3 qzoo train ... --pin-threads` keeps two runs apart."""
+threads stay unpinned). Left to the scheduler, the learner shares its core with the
+actor and the prefetcher and waits for them within its updates. Pinning chooses among
+the cores this process may use, so `taskset -c 2,3 qzoo train ... --pin-threads` keeps
+two runs apart. Environment worker processes (`--actor-workers` above 1), forked by the
+pinned actor thread at each phase start, inherit its cores. With `--threads 0` (auto)
+it means one PyTorch thread per Python thread, as `--threads 1` does."""
 
 import contextlib
 import os

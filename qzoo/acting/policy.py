@@ -17,7 +17,7 @@ class Policy:
     newest weights); an actor elsewhere owns a copy and calls `load_weights`. On a CPU
     the choice runs in NumPy (PyTorch's dispatch costs more than a small network's
     arithmetic): epsilon-greedy with the same draws and actions, and a plain MLP's
-    Q-values (networks.HostMlp).
+    Q-values (networks/host_mlp.py).
     """
 
     def __init__(self, network: torch.nn.Module, tau_samples: int,
@@ -34,7 +34,8 @@ class Policy:
         self.deep_exploration = deep_exploration
         self.noise = noise  # False: noisy layers act on their mean weights
         self._episode_weights = None  # [N, K]: each environment's head mixture
-        # A CPU policy over a plain MLP computes its Q-values in NumPy (networks.py).
+        # A CPU policy over a plain MLP computes its Q-values in NumPy
+        # (networks/host_mlp.py).
         self._host = None
         if self.device.type == "cpu" and deep_exploration is None and self.tau_samples is None:
             self._host = HostMlp.of(network)
@@ -76,7 +77,7 @@ class Policy:
         if self.device.type == "cpu":
             # Host arithmetic on views of the Q-values: NumPy's per-operation cost is
             # a fraction of PyTorch's, which dominates a small network's step (same
-            # draws, same actions: explore.py).
+            # draws, same actions: exploration.py).
             q = q.numpy()
             actions = epsilon_greedy(q, epsilon, generator)
             return actions, float(q.max(axis=1).mean())

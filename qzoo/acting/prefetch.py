@@ -1,28 +1,18 @@
 """The learner's next batch and its targets, made while it updates (--prefetch-targets).
 
-On a CPU, nearly a quarter of a convolutional update is the target network's pass at
-s_t (4.7 of 20.4 ms for DQN's Nature network on Pong in bfloat16; BENCHMARKS.md), and
-it depends on nothing the update changes: the target network is fixed between copies.
-With --acting async and this option, a thread of its own samples the learner's next
-batch (under the replay's lock) and runs the target network at its s_t, one batch
-ahead, so that the learner's thread does only the online network's passes, the
-backward pass and the optimizer's step. On two cores, one learns while the other acts
-and prefetches. It is the sampling and target evaluation that Ape-X (Horgan et al.
-2018) and rlpyt's asynchronous runner move off the learner's critical path, kept to
-one batch of lookahead.
-
-What it keeps and what it changes. The targets are those the learner would compute:
-the same target weights (a batch made before a target copy is given back to the
-learner without them, `Prefetcher.get`, and its targets are computed in the update)
-on the same inputs. Each batch is sampled when the learner takes the one before it:
-one update earlier, plus any time the learner then waits at the ratio gate (2-4% of
-a Pong phase). Uniform sampling draws from a replay those actor steps older, and
-prioritized sampling sees the priorities of all but the latest update (its batch was
-drawn before that update wrote them). Only for target networks that draw nothing at
-s_t (no noisy layers, not IQN's taus), since the learner's random stream must not be
-shared between threads (options_features.py refuses the rest). On a GPU both threads
-queue on the default stream, so the target pass does not overlap the update there.
-"""
+On a CPU the target network's pass at s_t is a large part of a convolutional update,
+and it depends on nothing the update changes. With --acting async and this option, a
+thread of its own samples the learner's next batch (under the replay's lock) and runs
+the target network at its s_t, so that the learner's thread does only the online
+network's passes, the backward pass and the optimizer's step: the sampling and target
+evaluation that Ape-X (Horgan et al. 2018) and rlpyt's asynchronous runner move off the
+learner's critical path, kept to one batch of lookahead. The targets are the learner's
+own (a batch made before a target copy gets them recomputed, `Prefetcher.get`); a batch
+is sampled one update earlier, so prioritized sampling sees all but the latest update's
+priorities. Only for target networks that draw nothing at s_t (no noisy layers, not
+IQN's taus): the learner's random stream is not shared between threads
+(config/rules/acting.py refuses the rest). On a GPU both threads queue on the default
+stream, so the target pass does not overlap the update there."""
 
 import queue
 import threading

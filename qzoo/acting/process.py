@@ -4,41 +4,12 @@ optimizer).
 
 With --acting async the actor is a thread of the learner's process, and both threads
 run Python under one interpreter lock. A large network's operations release it for
-milliseconds at a time, so Pong's actor and learner overlap; a small one's do not:
-CartPole's MLP pair ran at half of serial's agent steps/s, taking turns at the lock
-(BENCHMARKS.md). Here the actor is forked at each training phase start, with the
-run's state as it is then (its policy copy, its random stream, the epsilon
-schedule), and acts as the thread would, while the learner's process stores its
-rows, updates and publishes weights.
-
-  rows     `_Ring`: a single-producer, single-consumer queue of rows in shared memory
-           (NumPy views of RawArrays, as workers.py). The actor writes a slot, then
-           advances `written` under its lock; the learner reads the slots below it,
-           then advances `read` (the locks order the memory on any CPU). The learner
-           stores every row in the order acted, as the thread does.
-  ratio    The learner holds the RatioGate (ratio.py) and publishes whether the actor
-           may go; the actor checks it as it writes each step's row (the thread, as it
-           stores it). The steps in the ring (at most `SLOTS` of --num-envs rows; fewer
-           for large frames) are the extra slack over the thread's one step.
-  weights  `_SharedWeights`: the learner's state_dict in shared memory, a sequence
-           counter around each copy (odd while writing); the actor copies them out at
-           its next action and loads them when the counter was even and unchanged
-           across its copy (else it keeps its weights and tries at the next action).
-  end      The actor sends its phase statistics and its random stream's state through
-           a pipe (JSON: nothing is unpickled), after its last row, and exits
-           (os._exit: nothing of the learner's state, such as the run's lock or its
-           files, is closed twice). Its episode
-           returns come with the rows, for the progress bar.
-
-It keeps the thread's guarantees (every stored row whole and in order, the replay
-ratio held both ways, the learner catching up at the end of a phase) with the ring's
-slack added, and like it is not reproducible; checkpoints are taken between phases,
-when no actor process exists. Needs the CPU (a forked child cannot use CUDA) and one
-PyTorch thread (OpenMP's pool does not survive a fork; the driver sets it). A fork
-shares the learner's memory until either side writes a page: the pages the learner
-writes during the phase (replay rows, priorities) are copied then, up to the replay's
-size on Atari; the actor itself keeps its own few hundred MB.
-"""
+long stretches, so a convolutional actor and learner overlap; a small network's do
+not, and its actor and learner take turns at the lock. Here the actor is forked at
+each training phase start, with the run's state as it is then (its policy copy, its
+random stream, the epsilon schedule), and acts as the thread would, while the
+learner's process stores its rows, updates and publishes weights. It keeps the
+thread's guarantees with the ring's slack added, and like it is not reproducible."""
 
 import base64
 import copy
@@ -84,7 +55,7 @@ def _slots(num_envs, frame_bytes):
 
 
 class _Ring:
-    """Rows from the actor's process to the learner's (module docstring)."""
+    """Rows from the actor's process to the learner's (`ProcessDriver`)."""
 
     def __init__(self, ctx, num_envs, frame_shape, frame_dtype):
         frame_bytes = int(np.prod(frame_shape)) * np.dtype(frame_dtype).itemsize
@@ -232,7 +203,34 @@ def _act(driver, num_frames, conn):
 
 
 class ProcessDriver(AsyncDriver):
-    """--acting async --actor-process (module docstring)."""
+    """--acting async --actor-process: the actor forked at each training phase start.
+
+      rows     `_Ring`: a single-producer, single-consumer queue of rows in shared
+               memory (NumPy views of RawArrays, as workers.py). The actor writes a
+               slot, then advances `written` under its lock; the learner reads the
+               slots below it, then advances `read` (the locks order the memory on any
+               CPU). The learner stores every row in the order acted, as the thread does.
+      ratio    The learner holds the RatioGate (ratio.py) and publishes whether the
+               actor may go; the actor checks it as it writes each step's row (the
+               thread, as it stores it). The steps in the ring (at most `SLOTS` of
+               --num-envs rows; fewer for large frames) are the extra slack over the
+               thread's one step.
+      weights  `_SharedWeights`: the learner's state_dict in shared memory, a sequence
+               counter around each copy (odd while writing); the actor copies them out
+               at its next action and loads them when the counter was even and
+               unchanged across its copy (else it keeps its weights and tries at the
+               next action).
+      end      The actor sends its phase statistics and its random stream's state
+               through a pipe (JSON: nothing is unpickled), after its last row, and
+               exits (os._exit: nothing of the learner's state, such as the run's lock
+               or its files, is closed twice). Its episode returns come with the rows,
+               for the progress bar.
+
+    Checkpoints are taken between phases, when no actor process exists. Needs the CPU
+    (a forked child cannot use CUDA) and one PyTorch thread (OpenMP's pool does not
+    survive a fork; the driver sets it). A fork shares the learner's memory until either
+    side writes a page: the pages the learner writes during the phase (replay rows,
+    priorities) are copied then, up to the replay's size on Atari."""
 
     def __init__(self, parts, policy, evaluation):
         learner, config = parts.learner, parts.config

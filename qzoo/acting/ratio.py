@@ -72,8 +72,9 @@ class RatioGate:
     `finish()`ed the learner may catch up to floor(T). The realised ratio n / T
     therefore stays within `tolerance`: above, exactly (n <= T (1 + tolerance)); below,
     up to one update and one actor step of slack (the actor checks before a step).
-    A finished phase holds between floor(T) and T (1 + tolerance) updates. Unlike rlpyt's throttle
-    (issue #138: its learner waits, its sampler never does) the actor waits too.
+    A finished phase holds between floor(T) and T (1 + tolerance) updates. Unlike
+    rlpyt's throttle (rlpyt issue #138: its learner waits, its sampler never does) the
+    actor waits too.
 
     Counting starts when the replay can be sampled (rlpyt's throttle starts at
     min_steps_learn), so `collected` and `consumed` are counted from there by the

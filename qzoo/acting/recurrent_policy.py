@@ -1,7 +1,7 @@
 """R2D1's acting side: an epsilon-greedy policy that carries one recurrent state per
 environment (rlpyt's R2d1Agent, B3.5).
 
-It has `Policy`'s interface (actors.py: called with observations, epsilons and a
+It has `Policy`'s interface (policy.py: called with observations, epsilons and a
 generator, returns actions and the mean max Q; `load_weights`), plus what the actor's
 marked hooks use:
 - `observe(first, reward)` before every call: environments whose observation starts an
@@ -35,8 +35,8 @@ class RecurrentInfo(NamedTuple):
 
 
 class RecurrentPolicy:
-    """Epsilon-greedy actions from a recurrent Q-network (recurrent.py), one state per
-    environment."""
+    """Epsilon-greedy actions from a recurrent Q-network (networks/recurrent.py), one
+    state per environment."""
 
     def __init__(self, network, num_envs):
         self.network = network

@@ -6,18 +6,14 @@
   parallel     the same, with the environments stepped in --actor-workers processes
                (workers.py) and actions chosen batched on the learner's device (rlpyt's
                GpuSampler: an action server). Same seeds, same rows as serial.
-  alternating  two halves of the workers, one half's environment step overlapping the
-               other's action selection (alternating.py; rlpyt's AlternatingSampler).
-  async        the actor in its own thread with its own copy of the network (the
-               replay ratio held both ways: asynchronous.py), or in a process of its own
-               (process.py); batches of ready games (batches.py).
+  alternating  two halves of the workers (alternating.py; rlpyt's AlternatingSampler).
+  async        the actor in a thread (asynchronous.py) or a process (process.py) of its
+               own; batches of ready games (batches.py).
 
 A driver owns the training actor and the evaluator and reports rlpyt's runner
-diagnostics as results columns: train_updates_per_second (rlpyt's UpdatesPerSecond),
-replay_ratio (CumReplayRatio: transitions sampled / transitions collected, warm-up
-included), learner_wait_fraction (async: the fraction of the phase the learner waited
-at the ratio gate, 1 - rlpyt's OptThrottle; NaN otherwise).
-"""
+diagnostics as results columns: train_updates_per_second (UpdatesPerSecond),
+replay_ratio (CumReplayRatio: transitions sampled / collected, warm-up included) and
+learner_wait_fraction (async: 1 - rlpyt's OptThrottle; NaN otherwise)."""
 
 import functools
 import math

@@ -92,7 +92,7 @@ def main(argv=None):
     """Runs the `qzoo` command line `argv` (default sys.argv[1:]); returns the exit
     status: 0, 2 for bad input (one line on stderr), 130 for Ctrl-C."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    allocator.keep_freed_memory()  # replay batches: ~6x faster sampling (allocator.py)
+    allocator.keep_freed_memory()  # replay batches sampled without page faults (run/allocator.py)
     try:
         command = argv[0] if argv else None
         if command == "train":

@@ -71,7 +71,7 @@ def preset_values(agent, offline):
 
 def make_config(agent, env, domain, overrides, given=None):
     """The layers of the module docstring for `agent` on canonical `env` of `domain`,
-    with `overrides` (typed values) on top; validated (options.validate, with `given`)."""
+    with `overrides` (typed values) on top; validated (validate.validate, with `given`)."""
     check_agent(agent)
     config = Config(agent=agent, env=env, **layered_values(agent, domain, overrides))
     validate_lib.validate(config, domain, given)

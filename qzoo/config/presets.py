@@ -3,7 +3,7 @@
 Each preset names its paper and lists how it differs from `Config()`'s defaults (DQN
 Zoo's dqn). A preset's optional "online" entry applies only to a run without
 --offline (batch_rl's rem.gin is offline; the paper's online REM differs). See
-config.py for how the layers combine.
+build.py for how the layers combine.
 """
 
 # batch_rl's fixed-replay agents (Agarwal, Schuurmans & Norouzi 2020): the values of
@@ -17,7 +17,7 @@ config.py for how the layers combine.
 # Dopamine's Huber loss (no TD-error clip); no double Q. Sticky actions (machado): the
 # protocol the dataset was collected with. The online values (min_replay_history 20,000
 # steps = 2% of the replay; epsilon 1 -> 0.01 over 250,000 steps = 0.5% of 200M frames)
-# act only online. Optimizers have TF1's semantics (optim.py); networks are Dopamine's
+# act only online. Optimizers have TF1's semantics (learning/optim.py); networks are Dopamine's
 # ('same' padding; batch_rl's variance-scaling initialization, §2.4).
 _BATCH_RL = {
     "torso": "dopamine_cnn", "init": "variance_scaling",
@@ -138,7 +138,7 @@ PRESETS = {
     "offline_dqn": {
         "paper": f"DQN (Mnih et al. 2015) on fixed replay: {_BATCH_RL_PAPER} (dqn.gin)",
         # TF1's centered RMSProp has its epsilon inside the square root too, so
-        # Dopamine's 1e-5 is qzoo's 1e-5; it starts the mean square at 1 (optim.py).
+        # Dopamine's 1e-5 is qzoo's 1e-5; it starts the mean square at 1 (learning/optim.py).
         # Dopamine's NatureDQNNetwork has Keras's default (Glorot) initialization.
         "overrides": {
             **_BATCH_RL,
@@ -205,7 +205,7 @@ PRESETS = {
 # eps_steps 1e6 - 1e5 steps = 3.6M frames of the run's 100e6 steps (100 iterations of
 # rlpyt's 1e6-step log interval); evaluation 161e3 steps, epsilon 0.001. Rewards are
 # not clipped (max_abs_reward 1e9). Adam's eps 1e-3 is PyTorch's, as rlpyt's.
-# Deviations: the network has qzoo's torso on 84x84 frames (recurrent.py); life losses
+# Deviations: the network has qzoo's torso on 84x84 frames (networks/recurrent.py); life losses
 # zero the discount but do not reset the recurrent state (episodes are games); IS
 # weights are qzoo's PER weights with no uniform mix, equal to rlpyt's (1/p)^beta / max.
 _R2D1 = {

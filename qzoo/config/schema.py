@@ -141,7 +141,7 @@ class Config:
                                      ", 12-55x less memory on Atari, slower sampling): lz4 "
                                      "or zstd; needs pip install 'qzoo[compression]'",
                                      Choice("none", "lz4", "zstd"))
-    # Replay resident on a torch device (replay/device.py, issue 13's GPU fast path).
+    # Replay resident on a torch device (replay/device.py; the GPU fast path).
     replay_device: str = option("host", "replay", "where replay lives: host (NumPy arrays) "
                                 "or cpu/cuda (torch tensors: stacks, n-step returns and "
                                 "draws computed there, batches born on the learner's "
@@ -195,7 +195,8 @@ class Config:
                           Text(empty_ok=True, describe="a path"))
     device: str = option("auto", "run", "auto: cuda if PyTorch sees a GPU, else cpu",
                          Choice("auto", "cpu", "cuda"))
-    threads: int = option(0, "run", "PyTorch CPU threads (0: auto, see README)", Int(0, 1024))
+    threads: int = option(0, "run", "PyTorch CPU threads (0: auto, from the cores free at the "
+                          "start; see the docs)", Int(0, 1024))
     checkpoint_replay: bool = option(True, "run", "checkpoint the replay (needed for an exact "
                                      "resume)")
     tensorboard: bool = option(True, "run", "write TensorBoard events")
@@ -206,8 +207,9 @@ class Config:
     accept_changes: str = option("", "run", "on a resume, options that may differ from the "
                                  "saved run (comma-separated; only: iterations)",
                                  Text(empty_ok=True, describe="a comma-separated list"))
-    # R2D1 (Kapturowski et al. 2019) in rlpyt's form: recurrent.py, recurrent_policy.py,
-    # replay/sequences.py, objectives.R2D1SequenceLearning. Steps here are agent steps.
+    # R2D1 (Kapturowski et al. 2019) in rlpyt's form: networks/recurrent.py,
+    # acting/recurrent_policy.py, replay/sequences.py, learning/objectives.py's
+    # R2D1SequenceLearning. Steps here are agent steps.
     recurrent: bool = option(False, "network", "R2D1: an LSTM core fed the previous action "
                              "and reward, trained on replayed sequences")
     lstm_size: int = option(512, "network", "R2D1: LSTM units", SIZE)
@@ -224,7 +226,7 @@ class Config:
                                     "from the actor's Q-values (else the largest seen)")
     value_rescale_eps: float = option(1e-3, "loss", "R2D1: eps of the value rescaling "
                                       "h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x", POSITIVE)
-    # Acting (rlpyt's samplers and agents, issue 11; qzoo/acting/, README "Acting").
+    # Acting (rlpyt's samplers and agents; qzoo/acting/, docs: Acting modes).
     replay_ratio: float = option(0.0, "schedule", "rlpyt's replay ratio: transitions sampled "
                                  "per transition collected (0: from --learn-period; R gives "
                                  "one update per batch-size x action-repeats / R frames; "
@@ -278,7 +280,7 @@ class Config:
     capture: bool = option(False, "run", "the whole update (sample, loss, gradient, optimizer "
                            "step, priorities) as one compiled graph, a CUDA graph on a GPU; "
                            "needs --replay-device on the learner's device")
-    # Ray (issue 14; qzoo/distributed/, README "Training on Ray").
+    # Ray (Ape-X's layout; qzoo/distributed/, docs: Training on Ray).
     ray: bool = option(False, "run", "train on Ray (Ape-X): --actors actor processes, "
                        "--replay-shards replay shards, this process learns")
     address: str = option("", "run", "with --ray: the Ray cluster, auto or HOST:PORT ('': "

@@ -6,13 +6,12 @@ the cluster holding at least one CPU per actor (`--actors`); the learner is this
 process, replay shards and the evaluator take no CPU of their own (they mostly wait).
 
 Ctrl-C while a local instance starts: Ray, interrupted inside ray.init, forgets the
-processes of the half-started node (its DashboardAgent and RuntimeEnvAgent, orphaned
-when the raylet dies, ignored SIGTERM and lingered for a minute) and can crash at exit
-(a core worker destroyed under its own thread: exit 139). So the first Ctrl-C waits
-for ray.init to return (a second or two); then the instance is stopped and the run
-exits 130 with one line. A second Ctrl-C, or a start that fails, interrupts at once:
-the processes of this process's session are then found and ended
-(sweep.py, Linux only; elsewhere ray.shutdown does what it can).
+processes of the half-started node (its agents, orphaned when the raylet dies, ignore
+SIGTERM and linger) and can crash at exit. So the first Ctrl-C waits for ray.init to
+return; then the instance is stopped and the run exits 130 with one line. A second
+Ctrl-C, or a start that fails, interrupts at once: the processes of this process's
+session are then found and ended (sweep.py, Linux only; elsewhere ray.shutdown does
+what it can).
 """
 
 import importlib.util

@@ -1,26 +1,10 @@
-"""A DQN Replay Dataset split across replay shards (offline training on Ray, issue 14).
+"""A DQN Replay Dataset split across replay shards (offline training on Ray).
 
-`split` gives each of K shards its parts: (suffix, lo, hi), a checkpoint and the rows
-[lo, hi) whose transitions the shard serves (a transition belongs to its first row,
-Dopamine's index), out of the rows that hold data (all of a full checkpoint, the first
-add_count of a partial one, such as a run's final snapshot). With at least as many
-checkpoints as shards, each shard gets whole checkpoints, balanced by rows (the
-largest first, each to the shard holding the fewest rows so far); with fewer, the
-checkpoints' rows laid end to end are cut into K runs of equal length, so a shard's
-part is a piece of one checkpoint or the end of one and the start of the next. The
-parts are disjoint and cover every row, hence every transition.
-
-A `DatasetShard` memory-maps only the checkpoints of its parts, with the local run's
-`DatasetStorage` (Dopamine's rules: validity, stacks, n-step returns), and reads only
-the frames of its rows (plus the K - 1 rows before and n after, which the states of a
-transition starting in its range need). It draws uniformly over its valid transitions
-as the local sampler does (replay/samplers.py, rejection sampling): a part with
-probability proportional to its rows, a row uniformly in it, redrawn while invalid.
-
-The shard keeps no state of its own: every request names the parts, and a shard whose
-parts differ (a new one, one that Ray restarted, or after --offline-reload's redraw)
-opens them first. A plain class, a Ray actor in a run (distributed/offline.py).
-"""
+`split` gives each of K shards disjoint parts of the dataset's checkpoints, covering
+every transition; a `DatasetShard` memory-maps only the checkpoints of its parts and
+draws uniformly over its valid transitions, as the local sampler does. A shard keeps
+no state of its own: every request names the parts, so a shard that Ray restarted
+serves the same data. A plain class, a Ray actor in a run (distributed/offline.py)."""
 
 import itertools
 import os
@@ -40,8 +24,16 @@ def data_rows(checkpoint):
 
 
 def split(sizes, num_shards):
-    """Each shard's parts [(suffix, lo, hi), ...] (see the module docstring) of the
-    checkpoints `sizes` = {suffix: rows holding data}."""
+    """Each shard's parts [(suffix, lo, hi), ...] of the checkpoints `sizes` = {suffix:
+    rows holding data}: a checkpoint and the rows [lo, hi) whose transitions the shard
+    serves (a transition belongs to its first row, Dopamine's index), out of the rows that
+    hold data (all of a full checkpoint, the first add_count of a partial one, such as a
+    run's final snapshot). With at least as many checkpoints as shards, each shard gets
+    whole checkpoints, balanced by rows (the largest first, each to the shard holding the
+    fewest rows so far); with fewer, the checkpoints' rows laid end to end are cut into K
+    runs of equal length, so a shard's part is a piece of one checkpoint or the end of one
+    and the start of the next. The parts are disjoint and cover every row, hence every
+    transition."""
     suffixes = sorted(sizes)
     if len(suffixes) >= num_shards:
         load, mine = [0] * num_shards, [[] for _ in range(num_shards)]
@@ -73,7 +65,14 @@ def _was_restarted():
 
 
 class DatasetShard:
-    """One shard of a dataset (see the module docstring)."""
+    """One shard of a dataset. It memory-maps only the checkpoints of its parts, with the
+    local run's `DatasetStorage` (Dopamine's rules: validity, stacks, n-step returns), and
+    reads only the frames of its rows (plus the K - 1 rows before and n after, which the
+    states of a transition starting in its range need). It draws uniformly over its valid
+    transitions as the local sampler does (replay/samplers.py, rejection sampling): a part
+    with probability proportional to its rows, a row uniformly in it, redrawn while
+    invalid. Every request names the parts; a shard whose parts differ (a new one, one
+    that Ray restarted, or after --offline-reload's redraw) opens them first."""
 
     def __init__(self, config, info, shard):
         self.config, self.info, self.shard = config, info, shard

@@ -3,30 +3,14 @@ process holds qzoo's `Learner` (on the GPU when there is one) and coordinates N 
 processes (workers.ActorWorker), K replay shards (shards.ReplayShard) and an evaluator
 (workers.EvalWorker), all Ray actors that Ray restarts when they die.
 
-One turn of the coordination loop (`_pump`), top to bottom:
-  _dispatch()   an idle actor gets `collect(weights)`: 50 steps of its environments,
-                unless the learner is behind the replay ratio (then actors wait)
-  _reap()       a finished chunk goes from the actor to its shard (by reference: the
-                data moves actor -> shard in Ray's object store, not through here);
-                frames are counted, episode returns kept
-  _prefetch()   each shard that can sample has PREFETCH batches requested ahead
-  _learn_one()  while the learner is behind the ratio and a batch is ready: one SGD
-                step, new priorities back to the shard, a target copy every
-                target_network_update_period frames' worth of updates, the weights
-                published (`ray.put`) every --publish-period updates (default 100)
-
-The replay ratio (transitions sampled per transition collected, rlpyt's definition;
-8 for DQN Zoo's 32 every 16 frames) holds both ways: the learner never runs ahead of
-the data, and actors stop being given work while the learner is more than a tolerance
-behind (5% of its updates, at least one chunk per actor). The realised ratio is a
-results.csv column. `RayDriver` is a driver (acting/driver.py) like the local ones, so a
-results row, the checkpoint and resume go through the same code (run/trainer.py, rundir).
-
-What a Ray run does not promise: bit-identical results or resume (actors run
-concurrently); the actors' and shards' random streams are not in the checkpoint
-(a resumed run draws new ones); priorities of rows that actors overwrote while a batch
-was in flight go to the new rows (as in Ape-X).
-"""
+The replay ratio (transitions sampled per transition collected, rlpyt's definition)
+holds both ways: the learner never runs ahead of the data, and actors stop being given
+work while the learner is more than --replay-ratio-tolerance behind. `RayDriver` is a
+driver (acting/driver.py) like the local ones, so a results row, the checkpoint and
+resume go through the same code (run/trainer.py, run/run_folder.py). What a Ray run
+does not promise: bit-identical results or resume (actors run concurrently; the
+actors' and shards' random streams are not in the checkpoint); priorities of rows that
+actors overwrote while a batch was in flight go to the new rows (as in Ape-X)."""
 
 import math
 import time
@@ -54,7 +38,20 @@ def frames_per_update(config):
 
 class RayDriver(Driver):
     """Training and evaluation on Ray (see the module docstring), for the learner of
-    this process; the Ray actors are made here (their names carry a run token)."""
+    this process; the Ray actors are made here (their names carry a run token).
+
+    One turn of the coordination loop (`_pump`), top to bottom:
+      _dispatch()   an idle actor gets `collect(weights)`: CHUNK_STEPS steps of its
+                    environments, unless the learner is behind the replay ratio (then
+                    actors wait)
+      _reap()       a finished chunk goes from the actor to its shard (by reference: the
+                    data moves actor -> shard in Ray's object store, not through here);
+                    frames are counted, episode returns kept
+      _prefetch()   each shard that can sample has PREFETCH batches requested ahead
+      _learn_one()  while the learner is behind the ratio and a batch is ready: one SGD
+                    step, new priorities back to the shard, a target copy every
+                    target_network_update_period frames' worth of updates, the weights
+                    published (`ray.put`) every --publish-period updates"""
 
     def __init__(self, config, info, streams, learner):
         import ray
@@ -118,8 +115,9 @@ class RayDriver(Driver):
 
     def _may_collect(self):
         """Whether an actor may start one more chunk: the updates the learner will owe
-        once the chunks in flight land are within the tolerance (5% of its updates, and
-        at least one chunk per actor, so that every actor can work while it keeps up)."""
+        once the chunks in flight land are within the tolerance (--replay-ratio-tolerance
+        of its updates, and at least one chunk per actor, so that every actor can work
+        while it keeps up)."""
         if self.learn_start_frame is None:
             return True
         due = self._target_updates(self.frame_t + self.in_flight)
@@ -248,7 +246,7 @@ class RayDriver(Driver):
         # Rates over the time since the last training phase ended: the actors went on
         # collecting (and the learner learning) through the evaluation between, and
         # measured from this phase's start alone an iteration whose frames were all
-        # collected then showed 0 frames/s and 5e7 updates/s.
+        # collected then would show no frames and an absurd update rate.
         started, frames = self._train_mark or (time.perf_counter(), self.frame_t)
         self._progress = progress
         self._collect_to += num_frames

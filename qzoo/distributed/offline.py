@@ -1,35 +1,17 @@
-"""Offline training on Ray (issue 14): `qzoo train AGENT --env GAME --offline DIR --ray
+"""Offline training on Ray: `qzoo train AGENT --env GAME --offline DIR --ray
 [--replay-shards K]`. The learner (this process, on the GPU when there is one) trains
 from a DQN Replay Dataset split across K replay shards (dataset_shards.py: disjoint
 parts, each shard memory-mapping only its own), and an evaluator (workers.EvalWorker)
 plays the evaluation frames. There are no training actors: `--actors` and
-`--envs-per-actor` keep their default, 1 (options_features.py refuses another value).
+`--envs-per-actor` keep their default, 1 (config/rules/ray.py refuses another value).
 
 `OfflineRayDriver` is the local offline driver (offline/driver.py) with its dataset
 replaced by `ShardedDataset`, so an iteration's updates, target copies, frame counts,
-results row, checkpoint and resume are the local offline run's, plus
-the columns `learner_update_rate`, `replay_sample_rate` (over the iteration, training
-and evaluation) and `replay_shard_restarts`; `learner_wait_fraction` is the part of
-the training phase the learner waited for a batch.
-
-How a batch is formed: whole, by one shard (as in Ape-X). Without --offline-reload the
-learner picks the shard with probability proportional to its valid transitions, and
-the shard draws each of the batch's transitions uniformly over its own, so every
-transition of the dataset is as likely in each draw as in a local run (1/N), though
-the transitions of one batch come from one shard's part. With --offline-reload R the
-learner draws the R checkpoints of each iteration as the local run does (from the
-replay stream, at the start of the training phase, so a resumed run draws the same),
-splits them across the shards, and for each batch picks one of the R uniformly (batch_rl's
-FixedReplayBuffer), then a shard holding part of it in proportion to its valid
-transitions there; the batch is drawn from that checkpoint only.
-
-The learner keeps PREFETCH x K requests in flight and takes the answers in the order
-it asked (not as they come: a faster shard would otherwise be over-sampled). A lost
-request (its shard died) is asked again of the same shard once Ray has restarted it
-(the dataset is on disk: nothing is lost); the restart is logged and counted. Not
-promised, as for other Ray runs: bit-identical results or resume (the shards' and the
-learner's picks of shards are not in the checkpoint; a resume reseeds them).
-"""
+results row, checkpoint and resume are the local offline run's, plus the columns
+`learner_update_rate`, `replay_sample_rate` and `replay_shard_restarts`;
+`learner_wait_fraction` is the part of the training phase the learner waited for a
+batch. Not promised, as for other Ray runs: bit-identical results or resume (the
+shards' and the learner's picks of shards are not in the checkpoint)."""
 
 import collections
 import math
@@ -64,9 +46,25 @@ def call(faults, kind, index, method, *args):
 
 
 class ShardedDataset:
-    """The replay of an offline Ray run as Trainer uses it (`can_sample`, `sample`,
-    `update_priorities`, `state_dict`): batches from the shards, prefetched (see the
-    module docstring). `per_checkpoint`: --offline-reload's one checkpoint per batch."""
+    """The replay of an offline Ray run as the offline driver uses it (`can_sample`,
+    `sample`, `update_priorities`, `state_dict`): batches from the shards, prefetched.
+    `per_checkpoint`: --offline-reload's one checkpoint per batch.
+
+    A batch is formed whole, by one shard (as in Ape-X). Without --offline-reload the
+    learner picks the shard with probability proportional to its valid transitions, and
+    the shard draws each of the batch's transitions uniformly over its own, so every
+    transition of the dataset is as likely in each draw as in a local run (1/N), though
+    the transitions of one batch come from one shard's part. With --offline-reload R the
+    learner draws the R checkpoints of each iteration as the local run does (from the
+    replay stream, at the start of the training phase, so a resumed run draws the same),
+    splits them across the shards, and for each batch picks one of the R uniformly
+    (batch_rl's FixedReplayBuffer), then a shard holding part of it in proportion to its
+    valid transitions there; the batch is drawn from that checkpoint only.
+
+    PREFETCH x K requests stay in flight, their answers taken in the order asked (not as
+    they come: a faster shard would otherwise be over-sampled). A lost request (its shard
+    died) is asked again of the same shard once Ray has restarted it (the dataset is on
+    disk: nothing is lost); the restart is logged and counted."""
 
     num_adds = 0  # nothing is ever added
 

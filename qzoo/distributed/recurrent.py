@@ -1,34 +1,18 @@
 """R2D1 on Ray: R2D2's distributed layout (Kapturowski et al. 2019, ICLR: Ape-X's
 actors and replay with sequences, stored recurrent state and burn-in) on qzoo's parts.
-The trainer (trainer.py) takes these classes for --recurrent (`worker_classes`); the
+The driver (driver.py) takes these classes for --recurrent (`worker_classes`); the
 learner is the local R2D1's (objectives.R2D1SequenceLearning, burn-in included).
 
-- `SequenceActorWorker`: an ActorWorker acting with recurrent_policy.RecurrentPolicy,
-  one (h, c) per environment. Its environments run on from chunk to chunk, and so do
-  the states: they reset only where an episode starts (RecurrentPolicy.observe). Besides
-  the rows, a chunk carries (`SequenceChunk`) the actor's Q-values of every row (of
-  the action taken and the greedy one, for input priorities) and the state it acted
-  from at the rows where replay stores one: those whose number, counted from the
-  actor's first row, is a multiple of --store-state-interval (2 x H floats per
-  environment every interval rows, not every row).
+- `SequenceActorWorker`: an ActorWorker acting with a recurrent policy, one (h, c) per
+  environment, carried from chunk to chunk.
 - `SequenceShard`: a ReplayShard whose per-actor replays are R2D1's sequence replay
-  (replay/sequences.py): frames once, a state every interval rows, prioritized
-  sequences of priority eta max + (1 - eta) mean |delta| (R2D2's eta 0.9). A slot
-  stores a state at its rows t with t mod interval = 0; the chunk's states line up
-  with them when the slot's rows and the actor's are equal mod the interval. When
-  they are not (a fresh or restarted shard, a restarted actor, a resumed run), the
-  shard drops the chunk's rows before the first that lines up (at most interval - 1)
-  and starts there as a fresh slot does (FIRST: the cut episode is one abandoned as
-  at a phase's end, with zero-padded stacks).
+  (replay/sequences.py).
 - Initial priorities: from the Q-values the actor computed while acting, with its own
   network copy and carried state (Ape-X's way, which R2D2 follows), by the local
-  R2D1's input priorities (SequenceStorage.input_priorities, rlpyt B3.4); the
-  arithmetic runs in the shard as each sequence completes, where the slot's sequences
-  are known. With
-  --no-input-priorities a sequence enters at the largest priority seen, as locally.
-- `SequenceEvalWorker`: the evaluator with a recurrent policy (states reset with the
-  environments each phase).
-"""
+  R2D1's input priorities (SequenceStorage.input_priorities, rlpyt B3.4), computed in
+  the shard as each sequence completes. With --no-input-priorities a sequence enters
+  at the largest priority seen, as locally.
+- `SequenceEvalWorker`: the evaluator with a recurrent policy."""
 
 from typing import NamedTuple
 
@@ -67,7 +51,14 @@ def stored_rows(row0, length, interval):
 
 
 class SequenceActorWorker(ActorWorker):
-    """An R2D1 actor (see the module docstring)."""
+    """An R2D1 actor: an ActorWorker acting with recurrent_policy.RecurrentPolicy, one
+    (h, c) per environment. Its environments run on from chunk to chunk, and so do the
+    states: they reset only where an episode starts (RecurrentPolicy.observe). Besides
+    the rows, a chunk carries (`SequenceChunk`) the actor's Q-values of every row (of the
+    action taken and the greedy one, for input priorities) and the state it acted from at
+    the rows where replay stores one: those whose number, counted from the actor's first
+    row, is a multiple of --store-state-interval (2 x H floats per environment every
+    interval rows, not every row)."""
 
     def make_policy(self, network):
         return RecurrentPolicy(network, self.config.num_envs)
@@ -96,14 +87,22 @@ class SequenceActorWorker(ActorWorker):
 
 
 class SequenceEvalWorker(EvalWorker):
-    """The evaluator with R2D1's recurrent policy."""
+    """The evaluator with R2D1's recurrent policy (states reset with the environments
+    each phase)."""
 
     def make_policy(self, network):
         return RecurrentPolicy(network, self.config.num_envs)
 
 
 class SequenceShard(ReplayShard):
-    """A replay shard of R2D1 sequences (see the module docstring)."""
+    """A replay shard of R2D1 sequences: per-actor sequence replays (replay/sequences.py):
+    frames once, a state every interval rows, prioritized sequences of priority
+    eta max + (1 - eta) mean |delta| (R2D2's eta 0.9). A slot stores a state at its rows t
+    with t mod interval = 0; the chunk's states line up with them when the slot's rows and
+    the actor's are equal mod the interval. When they are not (a fresh or restarted shard,
+    a restarted actor, a resumed run), the shard drops the chunk's rows before the first
+    that lines up (at most interval - 1) and starts there as a fresh slot does (FIRST: the
+    cut episode is one abandoned as at a phase's end, with zero-padded stacks)."""
 
     def add(self, slot, data):
         """Writes an actor's chunk: `data` = (Row of [L, M] arrays, SequenceChunk)."""

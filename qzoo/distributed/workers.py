@@ -1,14 +1,15 @@
 """The processes that act: a training actor per Ray actor (Ape-X's actors) and one
-evaluator. Plain classes, made Ray actors by the trainer (`ray.remote(ActorWorker)`), so
+evaluator. Plain classes, made Ray actors by the driver (`ray.remote(ActorWorker)`), so
 that this module imports without Ray.
 
-An `ActorWorker` runs qzoo's `Actor` (actors.py) over `--envs-per-actor` environments
-with fixed Ape-X epsilons, on a CPU copy of the learner's network, refreshed when the
-learner has published newer weights. It steps `CHUNK_STEPS` times per `collect` and
-returns the chunk of rows (for its replay shard) and, for prioritized agents, the
-initial priorities Ape-X computes on the actor: |TD error| of each transition under
-the actor's copy of the network (which stands for both the online and the target
-network: Horgan et al. 2018 compute them with the actor's local copy).
+An `ActorWorker` runs qzoo's `Actor` (acting/actor.py) over `--envs-per-actor`
+environments with fixed Ape-X epsilons, on a CPU copy of the learner's network,
+refreshed when the learner has published newer weights. It steps `CHUNK_STEPS` times
+per `collect` and returns the chunk of rows (for its replay shard) and, for
+prioritized agents, the initial priorities Ape-X computes on the actor: |TD error| of
+each transition under the actor's copy of the network (which stands for both the
+online and the target network: Horgan et al. 2018 compute them with the actor's local
+copy).
 """
 
 import dataclasses
@@ -33,8 +34,9 @@ CHUNK_STEPS = 50
 
 
 def ray_epsilons(config):
-    """Ape-X's fixed epsilons over every environment of every actor (explore.py), or
-    zeros for noisy-net agents that do not act epsilon-greedily."""
+    """Ape-X's fixed epsilons over every environment of every actor
+    (acting/exploration.py), or zeros for noisy-net agents that do not act
+    epsilon-greedily."""
     n = config.actors * config.envs_per_actor
     if not uses_epsilon(config):
         return np.zeros(n)
@@ -54,9 +56,10 @@ def from_numpy(arrays):
 
 
 def actor_stream(seed, index, restart=0):
-    """Actor `index`'s random stream: child `index` of the run's actor stream (streams.py),
-    so that actor i acts the same in every run of a seed; a restarted actor (`restart`
-    not 0) gets another one, not a replay of the episodes its first life played."""
+    """Actor `index`'s random stream: child `index` of the run's actor stream
+    (qzoo/streams.py), so that actor i acts the same in every run of a seed; a
+    restarted actor (`restart` not 0) gets another one, not a replay of the episodes
+    its first life played."""
     child = np.random.SeedSequence(seed).spawn(len(PARTS))[PARTS.index("actor")]
     sequence = child.spawn(index + 1)[index]
     if restart:
@@ -90,7 +93,7 @@ class ActorWorker:
         """The policy acting with the actor's copy of the network (a hook: R2D1's actor,
         recurrent.py, carries recurrent states)."""
         config = self.config
-        deep = config.head_mixing if config.deep_exploration else None  # as loop.Trainer
+        deep = config.head_mixing if config.deep_exploration else None  # as run/factory.py
         return Policy(network, config.tau_samples_policy, deep)
 
     def setup_priorities(self, info):

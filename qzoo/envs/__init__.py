@@ -8,7 +8,7 @@ Every vector environment here has the same contract, which the replay relies on:
   transition into that observation is never stored (see replay/frames.py).
 - `frame` is the newest preprocessed frame only; stacking happens in the actor and
   in replay, with leading zeros at an episode start (ale-py's convention, not DQN
-  Zoo's trailing zeros; see the README).
+  Zoo's trailing zeros; docs: Protocols).
 - `terminated` ends bootstrapping; truncation (`last` without `terminated`) does not.
 - `life_loss` (DQN Zoo protocol only) zeros the discount without ending the episode.
 """

@@ -1,24 +1,17 @@
 """Atari through ale-py's native vector environment, under DQN Zoo's protocol.
 
-DQN Zoo protocol (dqn_zoo.md §2): no sticky actions, minimal action set, random
-no-op starts, action repeat 4, max of the last two frames, grayscale, 84x84, reward
-summed over the 4 frames (clipped by the learner, not here: results report raw
-returns), a lost life zeros the discount without ending the episode, episodes capped
-at 108,000 frames with the cap treated as truncation.
+DQN Zoo's (dqn_zoo.md §2): no sticky actions, minimal action set, random no-op starts,
+action repeat 4, max of the last two frames, grayscale, 84x84, reward summed over the
+4 frames (clipped by the learner, not here: results report raw returns), a lost life
+zeros the discount without ending the episode, episodes capped at 108,000 frames with
+the cap treated as truncation. Machado et al. 2018's (Dopamine, the DQN Replay
+Dataset): sticky actions with probability 0.25, no life-loss signal, no no-op starts,
+the same cap. Mnih et al. 2015's evaluation ("noop30", `qzoo eval --protocol noop30`
+only): up to 30 no-op frames, no sticky actions, episodes of at most 18,000 frames.
 
-Machado et al. 2018 protocol (as used by Dopamine and the DQN Replay Dataset):
-sticky actions with probability 0.25, no life-loss signal, no no-op starts,
-108,000-frame cap.
-
-Mnih et al. 2015's evaluation ("noop30", for `qzoo eval --protocol noop30` only):
-up to 30 no-op frames at the start, no sticky actions, episodes of at most 5 minutes
-(18,000 frames). No life-loss signal: evaluation does not learn.
-
-Deliberate, documented differences from DQN Zoo, all from ale-py's C++ pipeline:
-- resizing is ale-py's (OpenCV INTER_AREA-like), not Pillow's BILINEAR;
-- no-op starts are uniform on 0..30 (ale-py's noop_max), not 1..30;
-- the 108,000-frame cap counts the no-op frames.
-"""
+Deliberate differences from DQN Zoo, all from ale-py's C++ pipeline: resizing is
+ale-py's (OpenCV INTER_AREA-like), not Pillow's BILINEAR; no-op starts are uniform on
+0..30 (ale-py's noop_max), not 1..30; the 108,000-frame cap counts the no-op frames."""
 
 import collections
 import os

@@ -1,21 +1,17 @@
 """Atari in ale-py's asynchronous mode: each step acts on the environments that are
-ready, not on all of them (--env-batch-size, issue 13).
+ready, not on all of them (--env-batch-size).
 
 ale-py's threaded vector environment with `batch_size` B below `num_envs` N keeps
 every environment busy: `recv()` returns the first B environments to finish a step
 (their ids in `info["env_id"]`), and `send(actions)` gives the actions of exactly
-those B, in the same order, back to the threads. The policy so never waits for the
-slowest game. Each environment still has at most one step in flight, so its own
-observations arrive in order; only which environments share a batch, and so the
-order of rows across environments, depends on thread timing.
+those B, in the same order, back to the threads, so the policy never waits for the
+slowest game. Each environment has at most one step in flight, so its own observations
+arrive in order; only which environments share a batch depends on thread timing.
 
 Every environment keeps DQN Zoo's protocol exactly as `AtariVector` does (the same
-emulator settings: no-op starts, max-pooling, 108,000-frame cap, next-step
-autoreset); what `AtariVector.step` works out for all N at once (first observations,
-life losses) is worked out here per environment id. Environment i is seeded with
-seed + i at `reset(seed)`, as in synchronous mode, so a single environment reset with
-seed + i and given the same actions makes the same observations.
-"""
+emulator settings); what `AtariVector.step` works out for all N at once (first
+observations, life losses) is worked out here per environment id. Environment i is
+seeded with seed + i at `reset(seed)`, as in synchronous mode."""
 
 import numpy as np
 
@@ -86,6 +82,6 @@ def make_batches(config, num_envs, seed, eval_mode=False):
     from qzoo import envs
 
     domain, game = envs.resolve(config.env)
-    if domain != "atari":  # options_features.batch_relations refuses this first
+    if domain != "atari":  # config/rules/acting.py's batch_relations refuses this first
         raise ValueError(f"{config.env}: only Atari has an asynchronous vector environment")
     return AtariBatches(game, num_envs, config.env_batch_size, config)

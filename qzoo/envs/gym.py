@@ -81,8 +81,8 @@ class GymVector:
         return first_step(np.stack(frames).astype(self._dtype))
 
     def step(self, actions):
-        # Python lists, one array each at the end: with cheap environments (CartPole:
-        # 15 us a step) NumPy's per-call overhead on a few elements would dominate.
+        # Python lists, one array each at the end: with cheap environments (CartPole)
+        # NumPy's per-call overhead on a few elements would dominate.
         frames, reward, terminated, truncated = [], [], [], []
         first = self._was_last.copy()
         for i, env in enumerate(self._envs):

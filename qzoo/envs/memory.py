@@ -5,7 +5,7 @@ StatelessCartPole, Morad et al. 2023, arXiv:2303.01859, without the package).
 The observation keeps the cart position and the pole angle and drops both velocities,
 so one observation cannot tell which way the pole is moving: a feed-forward agent with
 --frame-stack 1 can only react to the angle, while a recurrent one can infer the
-velocities from its history (R2D1's memory task, tests/test_r2d1_learning.py).
+velocities from its history (R2D1's memory task, tests/learning/test_r2d1_learning.py).
 """
 
 import gymnasium

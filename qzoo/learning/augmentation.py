@@ -8,8 +8,8 @@ within +-4 pixels, one per image, shared by its C stacked frames. `shift_intensi
 scales each image by 1 + 0.05 clip(N(0, 1), -2, 2), as Dopamine's DrQ(eps) agent does
 after Schwarzer et al. 2020. The learner applies it to s_tm1 and s_t with independent
 draws at every update; acting and evaluation see the frames as they are. The draws come
-from the learner's stream through draws.py, so a compiled update takes them as it takes
-noisy nets' noise, and a run resumes exactly.
+from the learner's stream through networks/draws.py, so a compiled update takes them as
+it takes noisy nets' noise, and a run resumes exactly.
 """
 
 import torch

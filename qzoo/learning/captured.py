@@ -3,21 +3,16 @@ returns -> loss -> gradient -> clipping and the optimizer's step -> priority upd
 statistics, with the replay on the learner's device (`--replay-device`).
 
 `--compile` captures the gradient step alone; the draw of a batch from a device replay
-is still some sixty small tensor operations, each a kernel launch (and Python's
-dispatch) on a GPU, several times the captured step's own cost for a Nature CNN.
-Here everything between two replay additions is one compiled function: on a GPU
-with mode="reduce-overhead" one CUDA graph replay; on a CPU compiled C++ (the tests
-run it there, against the same function run eagerly).
-
-What changes per call is read from tensors at fixed addresses, never from Python
-numbers, so the graph is reused: the replay's window (oldest row, ages low..high, the
-number of transitions) and prioritized replay's beta are written into small device
-tensors when they change; the random numbers of the draw are made from the replay
-stream's generator into a fixed buffer before each call (a generator cannot enter a
-graph), those of the objective from the learner's, as `--compile` does (draws.py).
-Draws therefore differ from `--replay-device`'s eager sampler (equally uniform or
-prioritized, other indices); a run with `--capture` resumes exactly on a CPU.
-"""
+is still dozens of small tensor operations, each a kernel launch (and Python's
+dispatch) on a GPU, costing more than the captured step itself for a Nature CNN. Here
+everything between two replay additions is one compiled function: on a GPU with
+mode="reduce-overhead" one CUDA graph replay; on a CPU compiled C++. What changes per
+call is read from tensors at fixed addresses, so the graph is reused: the replay's
+window and prioritized replay's beta are written into small device tensors when they
+change, and the draw's random numbers are made into a fixed buffer before each call (a
+generator cannot enter a graph), as `--compile` does (networks/draws.py). Draws
+therefore differ from `--replay-device`'s eager sampler (equally uniform or
+prioritized, other indices); a run with `--capture` resumes exactly on a CPU."""
 
 import torch
 

@@ -1,23 +1,18 @@
-"""The learner's update as one compiled graph (`--compile`, issue 13).
+"""The learner's update as one compiled graph (`--compile`).
 
 An eager update of a small network is mostly PyTorch's per-operation cost, not
-arithmetic: on a CPU, CartPole's batch of 128 through a 120-unit MLP spends ~60% of
-its ~1 ms in dispatch and the autograd engine (BENCHMARKS.md "Compiled update"). Here
-the objective, the mean loss, its gradient and the statistics are one pure function of
-the online parameters and the batch, `torch.func.grad_and_value` over
+arithmetic: dispatch and the autograd engine dominate a small network's update on a
+CPU. Here the objective, the mean loss, its gradient and the statistics are one pure
+function of the online parameters and the batch, `torch.func.grad_and_value` over
 `torch.func.functional_call` (no autograd tape at run time: the backward pass is traced
 with the forward), compiled whole by `torch.compile`: on a CPU into C++ kernels around
 the BLAS products, on a GPU with mode="reduce-overhead" (CUDA graphs: one launch replays
-every kernel of the step).
-
-Global-norm clipping and the optimizer's step run in the graph too
-(`optim.graph_update`: the same update as the learner's `torch.optim` object, on that
-object's own state tensors, so checkpoints and resume are the eager path's files). The
-compiled arithmetic fuses and reorders float32 operations, so losses and parameters
-agree with the eager path to float tolerance, not bit for bit (tests/test_compiled.py);
-a compiled run is itself deterministic on a CPU. Compiling costs seconds once per
-process (the first update); later runs reuse PyTorch's on-disk kernel cache.
-"""
+every kernel of the step). Global-norm clipping and the optimizer's step run in the
+graph too (`optim.graph_update`, on the `torch.optim` object's own state tensors, so
+checkpoints and resume are the eager path's files). The compiled arithmetic fuses and
+reorders float32 operations, so results agree with the eager path to float tolerance,
+not bit for bit (tests/learning/test_compiled.py); a compiled run is itself deterministic
+on a CPU."""
 
 import types
 

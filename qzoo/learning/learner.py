@@ -3,8 +3,9 @@ step per `learn(batch)` (DQN Zoo's `<agent>/agent.py` `_learn`, for every preset
 
 It knows nothing of environments or of how replay stores frames: a `Batch` comes
 in, new priorities go out, and the loss and mean Q accumulate on the device until
-`pop_statistics()` reads them (once per iteration, so a GPU is not stalled per step). Actors get its weights by reference in the
-same process (`online`) or as a state dict elsewhere (`weights()`).
+`pop_statistics()` reads them (once per iteration, so a GPU is not stalled per step).
+Actors get its weights by reference in the same process (`online`) or as a state dict
+elsewhere (`weights()`).
 """
 
 import contextlib
@@ -44,7 +45,8 @@ class Learner:
         # online weights (the async actor, acting/asynchronous.py) never reads half a
         # step; None for a compiled or captured update, which steps inside its graph.
         self.step_lock = None if config.compile or config.capture else threading.Lock()
-        # A replay on a device takes priorities as device tensors (device_samplers.py):
+        # A replay on a device takes priorities as device tensors
+        # (replay/device_samplers.py):
         # no copy to the host, so nothing waits for the update to finish.
         self._host_priorities = config.replay_device == "host"
         # --compile: the gradient step as one compiled graph (compiled.py).

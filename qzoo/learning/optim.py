@@ -33,7 +33,7 @@ class CenteredRMSProp(torch.optim.Optimizer):
     def step(self):
         # One foreach operation over all parameters per line: the same float32
         # arithmetic, element by element, as one operation per parameter (so the
-        # same results), with a tenth of the Python and dispatch overhead for
+        # same results), with a fraction of the Python and dispatch overhead for
         # DQN's 10 tensors (it dominates for small networks).
         for group in self.param_groups:
             lr, decay, eps = group["lr"], group["decay"], group["eps"]
@@ -104,11 +104,10 @@ def make_optimizer(config, params):
         return AdamTF1(params, lr=config.learning_rate, eps=config.optimizer_epsilon)
     if config.optimizer == "adam":
         # Optax's adam equals torch's Adam: eps outside the root, bias correction.
-        # fused: one pass over each tensor for the whole update (CPU and CUDA), 3.6x
-        # faster than foreach's six passes on the Nature CNN's 1.7M parameters and 2.8x
-        # on a small MLP (BENCHMARKS.md: peers). Its float32 arithmetic is ordered
-        # differently, so results differ from foreach's in the last bits (qzoo used
-        # foreach before); runs stay deterministic and resume identically.
+        # fused: one pass over each tensor for the whole update (CPU and CUDA), where
+        # foreach makes six. Its float32 arithmetic is ordered differently, so results
+        # differ from foreach's in the last bits; runs stay deterministic and resume
+        # identically.
         return torch.optim.Adam(
             params, lr=config.learning_rate, eps=config.optimizer_epsilon, fused=True
         )

@@ -1,13 +1,12 @@
 """Uniform draws from the learner's random stream, or from a tape of them.
 
 Every random number an update draws (noisy layers' noise, IQN's taus, REM's mixing
-weights, augmentation's shifts) comes through `uniform` or `factorised_noise`. A compiled update (`--compile`,
-compiled.py) cannot take a `torch.Generator` into its graph, so it records one
-update's draws, kind and size (`Recorder`), then before each update makes exactly those
-draws from the generator, outside the graph and in the same order, and hands them in
-as a `Tape`: the update sees the numbers an eager one would, and the learner's stream
-advances identically.
-"""
+weights, augmentation's shifts) comes through `uniform` or `factorised_noise`. A
+compiled update (`--compile`, learning/compiled.py) cannot take a `torch.Generator`
+into its graph, so it records one update's draws, kind and size (`Recorder`), then
+before each update makes exactly those draws from the generator, outside the graph and
+in the same order, and hands them in as a `Tape`: the update sees the numbers an eager
+one would, and the learner's stream advances identically."""
 
 import math
 

@@ -9,11 +9,10 @@ class HostMlp:
     of its parameters (so always its current weights: optimizers and load_state_dict
     write them in place; a moved or replaced parameter is seen and viewed afresh).
 
-    For a CPU actor choosing one action at a time (Policy): there a PyTorch pass costs
-    about 100 us of dispatch in a training loop, the NumPy one a fifth of that
-    (BENCHMARKS.md: peers). NumPy's matrix products sum in another order than
-    PyTorch's: Q-values differ in the last bits (about 1e-8), so an action can differ
-    only where two actions' values are that close."""
+    For a CPU actor choosing one action at a time (Policy): a PyTorch pass there is
+    mostly dispatch, and NumPy's dispatch costs far less. NumPy's matrix products sum in
+    another order than PyTorch's: Q-values differ in the last bits (about 1e-8), so an
+    action can differ only where two actions' values are that close."""
 
     def __init__(self, network):
         self.layers, self.input_scale = network._mlp, network.input_scale

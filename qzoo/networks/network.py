@@ -1,11 +1,10 @@
-"""Torsos and whole networks (dqn_zoo.md §3), with DQN Zoo's legacy initialization
-or Dopamine's (batch_rl_dopamine.md §2.4).
-
-Heads (plain, shared-bias, dueling, noisy, IQN's tau embedding) are in heads.py.
+"""Whole networks (dqn_zoo.md §3): a torso (torsos.py, with DQN Zoo's legacy
+initialization or Dopamine's, batch_rl_dopamine.md §2.4) and a head (heads.py: plain,
+shared-bias, dueling, noisy, IQN's tau embedding), or several networks side by side;
+R2D1's recurrent network is in recurrent.py.
 
 Inputs are channel-first. Atari pixels (0..255) are divided by 255 inside the
-network; MinAtar's 0/1 channels and vector observations are used as they are.
-"""
+network; MinAtar's 0/1 channels and vector observations are used as they are."""
 
 import dataclasses
 import math
@@ -30,8 +29,7 @@ def _input_dtype(obs):
     """bfloat16 for pixels under CPU bfloat16 autocast, else float32. The same values
     either way: integers up to 256 are exact in bfloat16, and bfloat16's multiply by
     the input scale rounds float32's product, as autocast's cast of it would; but one
-    pass over the batch instead of three (float32 copy, multiply, cast): a Pong update
-    of 32 on one core 21.0 -> 20.3 ms (BENCHMARKS.md)."""
+    pass over the batch instead of three (float32 copy, multiply, cast)."""
     pixels = obs.dtype == torch.uint8 and obs.is_cpu
     if pixels and torch.is_autocast_enabled("cpu"):
         return torch.get_autocast_dtype("cpu")  # bfloat16: the only one --precision sets
@@ -87,7 +85,7 @@ class Network(nn.Module):
             q_dist = out.transpose(1, 2)
             return NetworkOutputs(q_dist.mean(1).detach(), None, q_dist)
         # One head is its own mean: a view, not a reduction (the same values and
-        # gradients for a few microseconds less per pass, BENCHMARKS.md: peers).
+        # gradients, for less work per pass).
         q_values = out[..., 0] if out.shape[-1] == 1 else out.mean(-1)
         return NetworkOutputs(q_values, None, None, out)
 
@@ -98,9 +96,8 @@ def _plain_mlp_layers(torso, head, kind, tau_embedding):
 
     Its forward then calls them directly: the same operations on the same tensors (the
     same results, gradients and random draws: none), without the 11 nested module
-    calls, which cost as much as the arithmetic for a small network (CartPole's MLP:
-    45 -> 21 us per acting step on a CPU, 139 -> 108 us for a batch of 128;
-    BENCHMARKS.md: peers). Forward hooks on its submodules are not called."""
+    calls, which cost as much as the arithmetic for a small network. Forward hooks on
+    its submodules are not called."""
     if kind != "none" or tau_embedding is not None or not isinstance(torso, MlpTorso):
         return None
     if head.dueling or head.width != 1:

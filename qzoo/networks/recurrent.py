@@ -29,7 +29,7 @@ class _ScaleGradient(torch.autograd.Function):
         return x.view_as(x)
 
     @staticmethod
-    def setup_context(ctx, inputs, output):  # torch.func's form (see losses.py)
+    def setup_context(ctx, inputs, output):  # torch.func's form (see learning/losses.py)
         ctx.scale = inputs[1]
 
     @staticmethod
@@ -114,8 +114,8 @@ class RecurrentNetwork(nn.Module):
 
     def _cell(self, lstm_in, state):
         """One step of the LSTM as torch.lstm_cell, the same weights and arithmetic: on a
-        CPU nn.LSTM goes through oneDNN, which reorders its weights at every call (one
-        step of one environment at 512 units: 55-58 ms against 2.3 ms, dev-cpu)."""
+        CPU nn.LSTM goes through oneDNN, which reorders its weights at every call: far
+        more work than one step of one environment's arithmetic."""
         lstm = self.lstm
         if state is None:
             state = self.initial_state(lstm_in.shape[1], lstm_in.device)

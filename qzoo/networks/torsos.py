@@ -58,9 +58,9 @@ INITS = {
 def training_layout(x):
     """`x` in the channels-last memory layout when it is a CPU forward pass that will be
     differentiated: oneDNN's channels-last kernels run the Nature CNN's forward and
-    backward passes 18% faster on a CPU (22 -> 18 ms for a batch of 32 on one thread;
-    BENCHMARKS.md: peers), most of it in the first layer's weight gradient. Passes
-    without gradients (acting, targets) are faster as they are, and GPUs keep theirs.
+    backward passes faster on a CPU, most of the gain in the first layer's weight
+    gradient. Passes without gradients (acting, targets) are faster as they are, and
+    GPUs keep theirs.
     The same values in another layout, but the kernels sum in another order: results
     differ from the default layout's in the last bits (about 1e-8)."""
     if x.is_cpu and torch.is_grad_enabled():

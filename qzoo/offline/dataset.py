@@ -1,15 +1,15 @@
-"""`qzoo dataset`: look into and convert DQN Replay Dataset folders.
+"""DQN Replay Dataset folders: what they hold, their conversion, and opening one for
+training (the `qzoo dataset` command is cli/dataset.py).
 
-  qzoo dataset info DIR                       checkpoints, transitions, episodes, returns
-  qzoo dataset convert SRC DST --to qzoo      gzip files -> memory-mappable .npy files
-  qzoo dataset convert SRC DST --to dopamine  and back, byte-identical arrays
+  info(DIR)                  checkpoints, transitions, episodes, returns
+  to_qzoo(SRC, DST)          gzip files -> memory-mappable .npy files
+  to_dopamine(SRC, DST)      and back, byte-identical arrays
 
 DIR and SRC are `replay_logs` folders (or the run folder above one). The qzoo layout
 is one folder per checkpoint suffix, `ckpt.<N>/`, holding the six arrays as plain
 uncompressed NPY files (`np.load(..., mmap_mode="r")` maps them without reading), plus
-`dataset.json` naming the format; it takes ~7 GB per Atari checkpoint on disk and
-almost no memory to train from.
-"""
+`dataset.json` naming the format: more disk than the gzip files, and almost no memory
+to train from."""
 
 import contextlib
 import functools
@@ -205,7 +205,7 @@ def to_dopamine(src, dst):
 def first_suffixes(config):
     """The checkpoints an --offline run opens first: every chosen one, or with
     --offline-reload R the first R (iteration 0 only evaluates; each training phase
-    draws its own, loop.Trainer._offline_phase)."""
+    draws its own: offline/driver.py's OfflineDriver.train_phase)."""
     suffixes = dataset_suffixes(config.offline, config.offline_checkpoints, config.offline_reload)
     return suffixes[: config.offline_reload] if config.offline_reload else suffixes
 

@@ -177,7 +177,7 @@ def _gzip_size(path):
 def write_array(path, array, compresslevel=1):
     """gzip(NPY v1.0) of `array`, atomically (temporary file, then rename). Dopamine
     writes level 9; the decompressed bytes are what compatibility needs, and level 1 is
-    several times faster on 7 GB of frames."""
+    far faster on a checkpoint's frames."""
 
     def write(f):
         with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=compresslevel, mtime=0) as gz:

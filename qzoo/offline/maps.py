@@ -2,7 +2,7 @@
 
 Every page read or written through a memory map stays in the process's resident set
 (as page-cache pages mapped in) until the kernel wants the memory back, so a process
-that walks a 7 GB map shows 7 GB "resident" although none of it is its own memory.
+that walks a large map shows all of it "resident" although none of it is its own memory.
 `release` drops those pages from the process (madvise MADV_DONTNEED): they stay in the
 page cache (a shared file mapping's written pages included, so nothing is lost) and
 the next access is a minor fault.

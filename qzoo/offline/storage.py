@@ -2,30 +2,15 @@
 
 Each loaded checkpoint suffix is one column b of qzoo's (row, column) slots, so the
 uniform sampler of replay/samplers.py draws over all of them at once, each valid
-transition equally likely (batch_rl instead picks one of its 5 loaded files per batch
-uniformly, over-sampling a small final file; see README). Within a column, the rules
-are Dopamine's `OutOfGraphReplayBuffer` (batch_rl_dopamine.md §1.4), with C rows,
-stack K, horizon n, cursor = add_count mod C:
+transition equally likely (batch_rl instead picks one of its loaded files per batch
+uniformly, over-sampling a small final file; docs: Offline RL). Within a column, the
+rules are Dopamine's `OutOfGraphReplayBuffer` (batch_rl_dopamine.md §1.4; `DatasetStorage`).
 
-- index i is drawn from [K - 1, cursor - n) when add_count < C, else from the ages
-  K - 1 .. C - n - 1 after the cursor (rows cursor - C + K - 1 .. cursor - n - 1);
-- i is rejected if it is in invalid_range, or if any of rows i - K + 1 .. i - 1 is
-  terminal (a terminal on row i itself is allowed);
-- the state is rows i - K + 1 .. i (mod C), oldest first, with no zeroing: episode
-  starts are the three all-zero padding rows the writer put there;
-- the n-step trajectory stops after the first terminal among rows i .. i + n - 1
-  (length l), reward sum_{j<l} gamma^j r_{i+j}, next state the stack at i + l, and
-  discount gamma^n (1 - terminal).
-
-The state is [K, H, W] (qzoo's channel-first layout); Dopamine's is [H, W, K] with
-the same frames in the same order.
-
-Memory: frames are memory-mapped, and a long run over 50 checkpoints would otherwise
-show hundreds of GB "resident" (maps.py). The storage releases its maps whenever the
-frames read since the last release could fill `resident_frame_bytes` (2 GiB): the
-resident set stays bounded whatever the dataset's size, where batch_rl holds 5
-checkpoints (~35 GB) in RAM.
-"""
+Memory: frames are memory-mapped, and a long run over many checkpoints would otherwise
+show the whole dataset "resident" (maps.py). The storage releases its maps whenever
+the frames read since the last release could fill `resident_frame_bytes`, so the
+resident set stays bounded whatever the dataset's size, where batch_rl holds its
+loaded checkpoints in RAM."""
 
 import mmap
 
@@ -40,7 +25,23 @@ from qzoo.replay.samplers import UniformSampler
 class DatasetStorage:
     """Read-only storage over checkpoints given as dicts of arrays (observation,
     action, reward, terminal, add_count, invalid_range), e.g. from
-    dopamine.read_checkpoint or memory-mapped files."""
+    dopamine.read_checkpoint or memory-mapped files.
+
+    Dopamine's rules within a column, with C rows, stack K, horizon n, cursor = add_count
+    mod C:
+
+    - index i is drawn from [K - 1, cursor - n) when add_count < C, else from the ages
+      K - 1 .. C - n - 1 after the cursor (rows cursor - C + K - 1 .. cursor - n - 1);
+    - i is rejected if it is in invalid_range, or if any of rows i - K + 1 .. i - 1 is
+      terminal (a terminal on row i itself is allowed);
+    - the state is rows i - K + 1 .. i (mod C), oldest first, with no zeroing: episode
+      starts are the three all-zero padding rows the writer put there;
+    - the n-step trajectory stops after the first terminal among rows i .. i + n - 1
+      (length l), reward sum_{j<l} gamma^j r_{i+j}, next state the stack at i + l, and
+      discount gamma^n (1 - terminal).
+
+    The state is [K, H, W] (qzoo's channel-first layout); Dopamine's is [H, W, K] with
+    the same frames in the same order."""
 
     def __init__(self, checkpoints, stack=4, n_steps=1, discount=0.99,
                  resident_frame_bytes=2 << 30):  # fmt: skip

@@ -16,7 +16,7 @@ class Row(NamedTuple):
     first / last [N]: o_t starts / ends an episode; zero_discount [N]: arriving at
     o_t terminated the episode or lost a life (nothing bootstraps through it).
     agent_info: what a recurrent policy acted from (R2D1's `RecurrentInfo`:
-    recurrent_policy.py), None for feed-forward policies.
+    acting/recurrent_policy.py), None for feed-forward policies.
     """
 
     frame: np.ndarray

@@ -8,7 +8,7 @@ from qzoo.config.rules.compression import require
 
 class Codec:
     """compress(buffer) -> bytes and decompress(buffer, size) -> bytes for one codec.
-    zstd at level 1 (levels 3 and 9 saved 1-10% more and encoded 1.1-4x slower);
+    zstd at level 1 (higher levels save little more and encode slower);
     lz4's block format, without the size header (the storage knows each size). Like
     the storage, not for several threads at once: a zstandard decompressor shared by
     two threads corrupts data.

@@ -2,38 +2,17 @@
 compressed, and decompressed when a batch is sampled. Lossless: the same seed samples
 exactly the batches of the uncompressed FrameStorage.
 
-DQN Zoo compresses each transition's stacks s_tm1 and s_t with snappy (1.6-3.7 kB per
-Atari transition, dqn_zoo.md §5). qzoo already stores each frame once (frames.py);
-here the frames of `GROUP_ROWS` consecutive rows of one environment are compressed
-together, since consecutive Atari frames repeat most of their content and the codec's
-matches reach across them. Bytes per frame measured while choosing, on 4,000 frames
-of random play per game (BENCHMARKS.md has the replay's own figures):
-
-  game             per-frame zstd   group of 4, zstd   group of 4, lz4
-  Pong                  170 B             76 B               132 B
-  Breakout              296 B            100 B               171 B
-  Seaquest              511 B            200 B               338 B
-  Space Invaders       1073 B            355 B               550 B
-
-XOR against the previous frame gained nothing over grouping (the codec's matches
-already find the repeats), and blosc2 decoded 2-4x slower per call than zstd or lz4.
-Per-frame lz4 would exceed 1,500 bytes on Space Invaders (1,569).
-
-A sample reads rows t-3..t and t+n-3..t+n of one column: with groups of 4 and n = 1,
-two groups per transition. A batch decodes each group it reads once, before gathering
-(`decode_rows`: both stacks of a transition lie in rows t-3..t+n), and only up to the
-last row it needs: 6.5 of the two groups' 8 frames on average. lz4 decodes straight
-into the pool of decoded groups (`lz4_decode_into`); zstd's package returns new bytes,
-copied there. Decoding still costs more than copying frames: sampling runs at
-0.39-0.45x (lz4) and 0.15-0.25x (zstd) the uncompressed rate; decoding alone caps lz4
-at 0.47-0.49x (BENCHMARKS.md).
-
-The group being written (and, after the ring wrapped, the rows of the previous lap
-still ahead of the cursor in it) stays decoded in `open`; it is compressed when its
-last row is written. Compressed groups live back to back in `Arena` chunks, written
-and freed in first-in first-out order, so that a checkpoint saves the chunks as they
-are (views, no copy: checkpoint.py streams them) and nothing is pickled.
-"""
+DQN Zoo compresses each transition's stacks s_tm1 and s_t with snappy (dqn_zoo.md §5).
+qzoo already stores each frame once (frames.py); here the frames of `GROUP_ROWS`
+consecutive rows of one environment are compressed together, since consecutive Atari
+frames repeat most of their content and the codec's matches reach across them (XOR
+against the previous frame gains nothing over that). A batch decodes each group it
+reads once, before gathering (`decode_rows`), and only up to the last row it needs;
+lz4 decodes straight into the pool of decoded groups. The group being written stays
+decoded in `open` until its last row is written. Compressed groups live back to back
+in `Arena` chunks, written and freed first in, first out, so that a checkpoint saves
+the chunks as they are (views, no copy: run/checkpoint.py streams them) and nothing is
+pickled."""
 
 import numpy as np
 
@@ -44,9 +23,9 @@ from qzoo.replay.frames import FrameStorage, bytes_per_transition
 GROUP_ROWS = 4  # rows of one environment compressed together
 CHUNK_BYTES = 2**20  # arena chunk size (a chunk holds whole groups)
 
-# The memory check before a run (loop.py) assumes a compressed frame takes this fraction
-# of its raw size. The most measured on Atari is 550 of 7,056 bytes (Space Invaders,
-# lz4); busier games get a margin. Frames that do not compress (noise) take more.
+# The memory check before a run (run/checks.py) assumes a compressed frame takes this
+# fraction of its raw size: well above the most measured on Atari (Space Invaders,
+# lz4), a margin for busier games. Frames that do not compress (noise) take more.
 ESTIMATED_RATIO = 0.25
 
 

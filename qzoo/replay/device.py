@@ -1,26 +1,17 @@
-"""Replay resident on the learner's device (`--replay-device cpu|cuda`, issue 13).
+"""Replay resident on the learner's device (`--replay-device cpu|cuda`).
 
 The same storage as frames.py's `FrameStorage` (each frame once, `[T, B]` rows, one
 column per environment, FIRST/LAST/ZERO_DISCOUNT flags), but every array is a torch
-tensor on `device`, and stacks, n-step returns, validity and draws (uniform or
-prioritized) are tensor ops there: index arithmetic over the whole batch, never a Python loop over it (the
-only loops run over the stack or the n steps). Per step, only the step's row (N frames,
-actions, rewards, flags) goes host -> device; a batch is born on the device, so the
-learner's `batch.to(device)` is a no-op when replay and learner share a device.
-
-Semantics are exactly FrameStorage's (episode boundaries, zeros before an episode's
-FIRST row, life-loss discounts, n-step truncation at episode ends, the valid window),
-so for the same rows and the same indices `gather` returns the same batch
-(tests/test_device_replay.py). Sampling differs by construction: draws come from the
-replay stream's torch generator on the device, not its NumPy generator, so a run with
-`--replay-device cpu` samples other (equally uniform) indices than with host replay.
-
-Sampling (device_samplers.py) draws on the device too, uniform or prioritized (a flat
-priority vector, a cumulative sum and `searchsorted` per batch standing in for the sum
-tree: O(N) per batch, 7 ms for 1M slots on one core of dev-cpu; a GPU's scan is far
-faster, not measured yet), and takes the learner's new priorities as device tensors:
-between a batch's draw and its priority update nothing waits for the device.
-"""
+tensor on `device`, and stacks, n-step returns, validity and draws are tensor ops
+there, over the whole batch at once. Per step only the step's row goes host -> device;
+a batch is born on the device, so the learner's `batch.to(device)` is a no-op when
+replay and learner share a device. Semantics are exactly FrameStorage's, so for the
+same rows and indices `gather` returns the same batch (tests/replay/test_device_replay.py);
+draws come from the replay stream's torch generator on the device, not its NumPy
+generator, so a run samples other (equally uniform) indices than with host replay.
+Sampling (device_samplers.py) draws on the device, uniform or prioritized (a cumulative
+sum and `searchsorted` standing in for the sum tree: O(N) per batch), and takes the
+learner's new priorities as device tensors, so nothing waits for the device."""
 
 import numpy as np
 import torch
@@ -114,7 +105,7 @@ class DeviceFrameStorage(FrameStorage):
         return t
 
     def _take(self, array, t, b):
-        """array[t, b] of a [T, B] tensor. torch.take on flat indices: on a CPU, ~20x
+        """array[t, b] of a [T, B] tensor. torch.take on flat indices: on a CPU, far
         faster than advanced indexing for a batch (benchmarks/device_replay.py)."""
         return torch.take(array, t * self.num_envs + b)
 
@@ -185,7 +176,7 @@ class DeviceFrameStorage(FrameStorage):
     def state_dict(self):
         """FrameStorage's keys and dtypes, so that a checkpoint of either storage
         restores into the other. On the CPU the frames and rewards are NumPy views (no
-        copy); on a GPU they stay tensors, which checkpoint.py streams to the file in
+        copy); on a GPU they stay tensors, which run/checkpoint.py streams to the file in
         8 MiB pieces instead of copying the whole replay to the host first. Actions
         and flags are unpacked (frames.py's `saved_actions`), one byte a row each."""
         n = self.rows
@@ -229,7 +220,7 @@ class DeviceFrameStorage(FrameStorage):
 
 def _host(tensor):
     """A CPU tensor as a NumPy view (what FrameStorage's state holds); a GPU tensor as
-    it is (checkpoint.py copies it to the file piece by piece)."""
+    it is (run/checkpoint.py copies it to the file piece by piece)."""
     return tensor.numpy() if tensor.device.type == "cpu" else tensor
 
 

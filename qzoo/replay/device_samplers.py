@@ -3,20 +3,17 @@ with no host synchronisation between a batch's draw and its priority update.
 
 Why no sync: on a GPU, every `bool(tensor)`, `float(tensor)` or `.cpu()` waits for the
 device to finish all queued work, so the host cannot run ahead queuing the next
-update, and a sampled update cannot be captured as one CUDA graph (issue 13). Here
-sample -> (learner) -> priority update is tensor ops only; anything that needs the
-host's attention is kept on the device and read once per iteration (`check`).
+update, and a sampled update cannot be captured as one CUDA graph. Here sample ->
+(learner) -> priority update is tensor ops only; anything that needs the host's
+attention is kept on the device and read once per iteration (`check`).
 
 Rejection sampling in one round: each of the batch's positions gets ROUNDS candidate
-draws at once and keeps the first valid one; the first valid of i.i.d. uniform draws
-is uniform over the valid slots, as the host samplers' redraw loop (samplers.py). The
-host sampler loops until every position has one; here the number of candidates is
-fixed, so a position whose ROUNDS candidates are all invalid (probability q^ROUNDS for
-a fraction q of invalid slots: below 1e-30 for q = 0.1, CartPole's worst: LAST rows
-of 10-step episodes) keeps its last candidate, and the miss is counted on the device;
-`check()` (the run loop calls it once per iteration) stops the run with a clear error
-if any happened, so a run never trains on an invalid transition unawares.
-"""
+draws at once and keeps the first valid one, which is uniform over the valid slots, as
+the host samplers' redraw loop (samplers.py). A position whose ROUNDS candidates are
+all invalid (probability q^ROUNDS for a fraction q of invalid slots: below 1e-30 for
+q = 0.1, CartPole's worst) keeps its last candidate and the miss is counted on the
+device; `check()` (once per iteration) then stops the run with a clear error, so a run
+never trains on an invalid transition unawares."""
 
 import numpy as np
 import torch
@@ -75,7 +72,7 @@ class DeviceUniformSampler:
         """Raises if a draw since the last call found no valid transition (one host
         sync: the run loop calls it once per iteration)."""
         misses = int(self.misses)
-        self.misses.zero_()  # in place: a captured update (captured.py) writes this tensor
+        self.misses.zero_()  # in place: a captured update (learning/captured.py) writes it
         if misses:
             raise RuntimeError(
                 f"replay: {misses} sampled position(s) found no valid transition among "
@@ -87,7 +84,7 @@ class DeviceUniformSampler:
         """Uniform sampling ignores priorities."""
 
     def state_dict(self):
-        return {}  # the generator is the replay stream's, checkpointed by streams.py
+        return {}  # the generator is the replay stream's, checkpointed by qzoo/streams.py
 
     def load_state_dict(self, state):
         pass

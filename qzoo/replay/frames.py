@@ -4,29 +4,17 @@ Layout (after simple_dqn's ReplayMemory and rlpyt's frame buffers): arrays of
 `[T, B]` rows, one column per environment, written in lockstep by the vector env.
 Row t of column b describes one observation o_t of that environment:
 
-  frame     the newest frame of o_t (uint8 84x84 for Atari: 7,056 bytes)
+  frame     the newest frame of o_t (uint8 84x84 for Atari)
   action    the action taken at o_t (ignored when o_t is LAST)
   reward    the clipped reward received on arriving at o_t
   flags     FIRST (o_t starts an episode), LAST (o_t ends one: terminated or
             truncated), ZERO_DISCOUNT (arriving at o_t terminated the episode or
             lost a life, so nothing is bootstrapped through it)
 
-The flags are the top 3 bits of a byte; with at most 32 actions (Atari's 18, every
-discrete classic-control task) the action takes the low 5 bits of the same byte
-(`self.flags is self.actions`), wider action spaces get a byte of flags of their own.
-That is 7,061 bytes per Atari transition, a quarter of CleanRL's 28,244 (which
-stores both observations of a transition, 4 frames each). Checkpoints hold actions and
-flags (1, 2, 4) apart, as before the packing, so old and new checkpoints load in
-either layout. A transition from row t exists when t
-is not LAST and row t+1 is not FIRST (a FIRST right after a non-LAST row is an
-episode abandoned at a phase boundary). Its n-step return walks rows t+1..t+n and
-stops at the first LAST; truncation (LAST without ZERO_DISCOUNT) bootstraps.
-
-Stacks are `frame_stack` consecutive rows ending at the sampled row; frames older
-than the episode's FIRST row are zeros (leading-zero padding, as in the actor).
-
-This module is storage only; samplers (uniform, prioritized) choose the rows.
-"""
+Storing each frame once, not both stacks of a transition, keeps an Atari transition
+near the size of one frame. The flags are the top 3 bits of a byte whose low 5 bits
+hold the action when there are at most 32 actions (`self.flags is self.actions`);
+wider action spaces get a byte of flags of their own."""
 
 import math
 
@@ -63,7 +51,7 @@ def action_dtype(num_actions):
 
 def flag_bits(first, last, zero_discount):
     """One row's flags (uint8, bits FIRST | LAST | ZERO_DISCOUNT) from its booleans."""
-    if len(first) == 1:  # one environment: Python's arithmetic, a seventh of NumPy's 4 us
+    if len(first) == 1:  # one environment: Python's arithmetic, cheaper than NumPy's calls
         bits = (
             FIRST * bool(first[0]) | LAST * bool(last[0]) | ZERO_DISCOUNT * bool(zero_discount[0])
         )
@@ -74,8 +62,8 @@ def flag_bits(first, last, zero_discount):
 
 def saved_actions(actions, flags, packed):
     """(actions, flags) of rows as checkpoints hold them: action values, and flags
-    1, 2, 4 in an array of their own (the layout before packing). `flags` is the
-    same array as `actions` when `packed`. NumPy arrays or torch tensors; new
+    1, 2, 4 in an array of their own (so a checkpoint loads in either layout). `flags`
+    is the same array as `actions` when `packed`. NumPy arrays or torch tensors; new
     arrays, one byte a row each."""
     if packed:
         actions = actions & (PACKED_ACTIONS - 1)
@@ -95,9 +83,16 @@ def loaded_actions(actions, flags, packed):
 
 
 class FrameStorage:
-    """Deduplicated frame storage (see the module docstring). Knows which slots hold
+    """Deduplicated frame storage (layout: the module docstring). Knows which slots hold
     a whole transition and how to assemble one; which slots to sample is a sampler's
-    business (replay/samplers.py)."""
+    business (replay/samplers.py).
+
+    A transition from row t exists when t is not LAST and row t+1 is not FIRST (a FIRST
+    right after a non-LAST row is an episode abandoned at a phase boundary). Its n-step
+    return walks rows t+1..t+n and stops at the first LAST; truncation (LAST without
+    ZERO_DISCOUNT) bootstraps. Stacks are `frame_stack` consecutive rows ending at the
+    sampled row; frames older than the episode's FIRST row are zeros (leading-zero
+    padding, as in the actor)."""
 
     def __init__(
         self, capacity, num_envs, frame_shape, frame_dtype, num_actions, stack, n_steps,

@@ -9,7 +9,7 @@ Zoo's semantics (dqn_zoo.md §5):
   otherwise proportional: P = (1 - u) p^alpha / sum + u / N;
 - importance weights (1/N / P)^beta, divided by the batch maximum;
 - new transitions enter at the largest priority seen so far (which starts at 1);
-- beta is annealed over replay additions by the caller (loop.py).
+- beta is annealed over replay additions by the caller (run/updates.py).
 
 Slots are the storage's [T, B] rows (leaf = t * B + b). Rows that cannot start a
 transition (an episode's LAST row) get priority 0; rows that are not valid yet or

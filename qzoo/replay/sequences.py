@@ -1,25 +1,19 @@
 """R2D1's sequence replay (rlpyt's (Prioritized)SequenceReplayFrameBuffer, B3.2 and
 B6.4), on qzoo's frame storage: every frame is still stored once.
 
-`SequenceStorage` is a `FrameStorage` (frames, actions, rewards and flags of [T, B]
-rows, each frame once) that also keeps, every `interval` rows (--store-state-interval),
-the recurrent state each environment's actor acted from at that row: the only bytes a
-sequence adds (2 x H float32 per environment per `interval` rows: 102.4 bytes per
-transition at rlpyt's H = 512 and interval 40). Rows are rounded up to a multiple of
-`interval`, so storage points stay put when the ring wraps.
-
-A sequence starts at a storage point s and spans L + n rows, L = burn-in W + trained T
-(rlpyt: 40 + 80, n = 5: 125 observations): rows s..s+W-1 only warm the state up, rows
-s+W..s+W+T-1 are trained, and their n-step targets reach n rows further. Sequences
-overlap and share their frames (W = interval: each row is in up to three sequences).
-Episode boundaries inside a sequence are kept and masked as rlpyt does (B3.3 steps 4
-and 8): an episode start inside the burn-in zeroes the burned-in states; trained steps
-count only up to the first row that starts no transition (`losses.valid_until_episode_end`).
-
-The samplers (uniform and prioritized, samplers.py) draw sequence starts through
-`SequenceSlots`, a view with the storage interface they use whose rows are storage
-points: slot (p, b) is the sequence starting at row p x interval of column b.
-"""
+`SequenceStorage` is a `FrameStorage` that also keeps, every `interval` rows
+(--store-state-interval), the recurrent state each environment's actor acted from at
+that row: the only bytes a sequence adds (2 x H float32 per environment per
+`interval` rows). Rows are rounded up to a multiple of `interval`, so storage points
+stay put when the ring wraps. A sequence starts at a storage point s and spans L + n
+rows, L = burn-in W + trained T (rlpyt: 40 + 80, n = 5): rows s..s+W-1 only warm the
+state up, rows s+W..s+W+T-1 are trained, and their n-step targets reach n rows further.
+Sequences overlap and share their frames. Episode boundaries inside a sequence are
+masked as rlpyt does (B3.3 steps 4 and 8): an episode start inside the burn-in zeroes
+the burned-in states; trained steps count only up to the first row that starts no
+transition (`losses.valid_until_episode_end`). The samplers (samplers.py) draw
+sequence starts through `SequenceSlots`, whose rows are storage points: slot (p, b) is
+the sequence starting at row p x interval of column b."""
 
 import math
 import sys

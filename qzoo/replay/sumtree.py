@@ -30,7 +30,7 @@ class SumTree:
         nodes = self.capacity + np.asarray(indices, np.int64).reshape(-1)
         if nodes.size == 1:
             # One leaf (an add with one environment): Python scalars walk the 20
-            # levels of a 1M tree several times faster than size-1 NumPy arrays.
+            # levels of a 1M tree faster than size-1 NumPy arrays.
             node, tree = int(nodes[0]), self.nodes
             tree[node] = float(values.reshape(-1)[0])
             while node > 1:

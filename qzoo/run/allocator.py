@@ -3,11 +3,9 @@
 Every replay batch allocates a few arrays of about 1 MB (32 stacked Atari states are
 0.9 MB) and frees them a few milliseconds later. glibc serves allocations that large
 with mmap and gives them back on free (or trims the heap top back to the system), so
-each batch's fresh pages are faulted in again: `qzoo bench replay --env pong` samples
-~880 batches/s that way and ~5,300 with the two settings below (dev-cpu, BENCHMARKS.md).
-Keeping up to 32 MB blocks on the heap and up to 256 MB of freed memory in the process
-costs at most that much resident memory, next to a replay of gigabytes.
-"""
+each batch's fresh pages are faulted in again, which bounds the batches sampled per
+second. Keeping up to 32 MB blocks on the heap and up to 256 MB of freed memory in the
+process costs at most that much resident memory, next to a replay of gigabytes."""
 
 import ctypes
 import ctypes.util

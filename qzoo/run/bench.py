@@ -24,8 +24,8 @@ from qzoo.run.threads import usable_cores
 _COMPRESSION = {f.name: f for f in dataclasses.fields(Config)}["replay_compression"].metadata
 
 
-# The command line is parsed in cli.py from these dataclasses, as `qzoo train` is from
-# Config; this module never imports cli.py.
+# The command line is parsed in cli/bench.py from these dataclasses, as `qzoo train` is
+# from Config; this module never imports the cli package.
 @dataclasses.dataclass
 class ReplayBench:
     """The options of `qzoo bench replay`."""

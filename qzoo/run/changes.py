@@ -10,6 +10,8 @@ import qzoo.config as config_lib
 from qzoo import envs
 from qzoo.errors import UserError
 
+# Options a resumed run may change without changing its results. (`accept_changes` is
+# a per-command option; it is not part of a run.)
 RESUMABLE = ("device", "threads", "progress", "tensorboard", "run_dir", "accept_changes",
              "snapshot_interval", "address", "pin_threads", "actor_process")  # fmt: skip
 

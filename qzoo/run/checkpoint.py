@@ -2,28 +2,15 @@
 
 `save(path, state)` writes a nested tree of dicts, lists and tuples whose leaves are
 numpy arrays, torch tensors, numpy scalars, int, float, str, bool or None as ONE file
-in the safetensors format (https://github.com/huggingface/safetensors):
-
-  8 bytes   little-endian length N of the header
-  N bytes   JSON header: {name: {"dtype", "shape", "data_offsets"}, ...,
-            "__metadata__": {"format": "qzoo", "format_version": "1", "tree": JSON}}
-  the rest  every array's bytes, row-major, back to back
-
-"tree" is the JSON of everything but the arrays, with a placeholder per array that
-also says whether it was a numpy array or a torch tensor, so `load` returns the same
-types. Tags ({"$": ...}) keep what JSON cannot: tuples, dicts with non-string keys
-(torch optimizers key their state by int), NaN and infinities, numpy scalars.
-
-Why not torch.save / pickle: unpickling a file runs whatever code it names, and a
-checkpoint is a file people send each other. Why not torch.save's memory profile
-either: it serializes into one in-memory blob, ~3x the replay's size at the peak.
-Here each array's bytes go from its own memory to the file in chunks, so a save needs
-only a few MiB on top of the state; `load` maps large numpy arrays from the file
-(copy-on-write) instead of reading them into memory.
-
-The file is written next to its final path as `.tmp-*`, fsynced and renamed over it:
-a kill at any moment leaves the previous checkpoint or the new one, never half of one.
-"""
+in the safetensors format (https://github.com/huggingface/safetensors; the layout:
+`save`). Why not torch.save / pickle: unpickling a file runs whatever code it names,
+and a checkpoint is a file people send each other; and torch.save serializes into one
+in-memory blob several times the replay's size. Here each array's bytes go from its
+own memory to the file in chunks, so a save needs only a few MiB on top of the state;
+`load` maps large numpy arrays from the file (copy-on-write) instead of reading them
+into memory. The file is written next to its final path as `.tmp-*`, fsynced and
+renamed over it: a kill at any moment leaves the previous checkpoint or the new one,
+never half of one."""
 
 import json
 import math
@@ -62,7 +49,17 @@ _ITEMSIZE = {name: torch.empty((), dtype=t).element_size() for name, (_, t) in D
 
 
 def save(path, state):
-    """Writes `state` (see the module docstring) to `path` atomically.
+    """Writes `state` (see the module docstring) to `path` atomically:
+
+      8 bytes   little-endian length N of the header
+      N bytes   JSON header: {name: {"dtype", "shape", "data_offsets"}, ...,
+                "__metadata__": {"format": "qzoo", "format_version": "1", "tree": JSON}}
+      the rest  every array's bytes, row-major, back to back
+
+    "tree" is the JSON of everything but the arrays, with a placeholder per array that
+    also says whether it was a numpy array or a torch tensor, so `load` returns the same
+    types. Tags ({"$": ...}) keep what JSON cannot: tuples, dicts with non-string keys
+    (torch optimizers key their state by int), NaN and infinities, numpy scalars.
 
     Extra memory is bounded by CHUNK_BYTES (plus the JSON of the non-array part), not
     by the size of the arrays. Raises TypeError for a leaf of another type and

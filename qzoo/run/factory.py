@@ -1,7 +1,7 @@
 """One factory for every run: the parts a config asks for, wired together. `qzoo train`,
 `qzoo bench` and the tools all build their runs here (through run/trainer.py's Trainer).
 
-  streams   one root seed, a random stream per part (streams.py)
+  streams   one root seed, a random stream per part (qzoo/streams.py)
   learner   networks, optimizer, objective (learning/learner.py)
   replay    frames on the host, compressed, or on a device (replay/); none offline
             (the driver opens the dataset) or on Ray (the shards hold it)

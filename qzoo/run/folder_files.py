@@ -1,5 +1,5 @@
 """What a run folder may hold, and OS errors told as user errors: the checks
-`qzoo train` (rundir.py) makes before it writes anything into a folder."""
+`qzoo train` (run_folder.py) makes before it writes anything into a folder."""
 
 import contextlib
 import dataclasses

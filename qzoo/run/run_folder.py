@@ -70,7 +70,7 @@ def train(config, accept_changes=None, notes=()):
     # environment rules out, is refused at once.
     info = envs.describe(config)
     check_run(config, info)
-    if config.ray:  # Ray installed, the address reachable, a CPU per actor (issue 14)
+    if config.ray:  # Ray installed, the address reachable, a CPU per actor
         from qzoo.distributed.cluster import connect
 
         connect(config)

@@ -14,8 +14,7 @@ from qzoo.run.folder_files import CHECKPOINT
 
 THREADS = os.path.join("checkpoints", "threads.json")
 
-# Options a resumed run may change without changing its results. (`accept_changes` is
-# the per-command option below; it is not part of a run.)
+
 def saved_threads(run_dir):
     """What threads.apply needs to know of a run folder for an auto resume: None where
     it holds no checkpoint (a new run chooses afresh) or its last start ran on a GPU,

@@ -2,43 +2,17 @@
 
 PyTorch's default is one thread per core. Two runs on one machine then ask for twice
 the cores there are, and OpenMP's threads wait for each other at every operation
-while the scheduler runs the other run's: on a 2-core machine two DQN runs on Pong
-went from 50 agent steps/s each to a few (BENCHMARKS.md). So qzoo sizes the threads
-to the work instead, unless told otherwise:
-
-- `--threads N` (N >= 1): exactly N.
-- `--threads 0` (auto) with OMP_NUM_THREADS set: PyTorch's own choice, which follows it.
-- auto otherwise: 1 for the small networks (mlp, minatar_cnn), whose operations are
-  too short to share, and on a GPU, where the CPU only steps environments; for the
-  Nature and Dopamine CNNs on the CPU, the cores that are free when the process starts
-  (at most 4): the usable cores less what other processes keep busy, from two reads of
-  /proc/stat a quarter of a second apart, less one for --acting async's actor thread.
-  A lone run so gets every core, and a run started beside a busy one leaves it its
-  cores; runs started together measure one after another (a lock in the temporary
-  folder), or each would see the others asleep. Where /proc/stat cannot be read (macOS), and with --ray (whose actors start
-  later), half the usable cores, the rule before the measurement.
+while the scheduler runs the other run's, so both slow to a crawl. So qzoo sizes the
+threads to the work instead, unless told otherwise: `--threads N` (N >= 1) is exactly
+N; `--threads 0` (auto) with OMP_NUM_THREADS set is PyTorch's own choice, which follows
+it; auto otherwise is `auto_threads`'s rule (one thread for small networks, the free
+cores for the large CNNs on a CPU).
 
 A run's results on the CPU can depend on its thread count, and the load a start
 measures does not say what an earlier start chose. So `qzoo train` records the count a
-run ran with in checkpoints/threads.json (rundir.py), and an auto resume on the CPU
-uses it (same command, same folder: the same count); a run saved before the record
-existed resumes with half the usable cores, as it started. `qzoo bench` and the tools
-measure afresh and record nothing. The price: a run that started alone keeps its count
-when another starts beside it, and both then run slower than with a thread each.
-
-`--pin-threads` (--acting async, --threads 1) puts the learner's thread on a core of
-its own, for the length of each training phase. Left to the scheduler, the learner
-shares both cores of a 2-core machine with the actor and the prefetcher: on Pong its
-update took 2.6-3.0 ms more wall time than CPU time, pinned 0.7-0.8 ms, and the run
-went from 175-204 to 202-213 agent steps/s (four alternating pairs, BENCHMARKS.md).
-Pinning chooses among the cores
-this process may use, so `taskset -c 2,3 qzoo train ... --pin-threads` keeps two runs
-apart. Environment worker processes (`--actor-workers` above 1) are forked by the
-actor's thread at each phase start, once it is pinned, and Linux gives a forked child
-its parent thread's cores: they run on the actor's cores too. With `--threads 0` (auto)
-it means one PyTorch thread per Python thread, as `--threads 1` does, whatever the
-machine. Linux only (elsewhere the threads stay unpinned).
-"""
+run ran with (run/thread_record.py), and an auto resume on the CPU uses it. `qzoo
+bench` and the tools measure afresh and record nothing. The learner's thread on a core
+of its own (--pin-threads) is acting/pinning.py's."""
 
 import contextlib
 import os
@@ -48,7 +22,7 @@ import time
 
 from qzoo.config.validate import resolved_torso
 
-MOST = 4  # auto's largest count, as before free cores were measured
+MOST = 4  # auto's largest count
 WINDOW = 0.25  # seconds between the two reads of /proc/stat
 BIG = ("nature_cnn", "dopamine_cnn")  # the torsos whose operations are worth sharing
 LOCK = os.path.join(tempfile.gettempdir(), "qzoo-threads.lock")  # see one_at_a_time
@@ -123,7 +97,7 @@ def busy_cores(cores=None, window=WINDOW, read=read_proc_stat, sleep=time.sleep)
 
 
 def half_cores():
-    """Auto before free cores were measured: half the usable cores, 1 to MOST."""
+    """Auto where free cores cannot be measured: half the usable cores, 1 to MOST."""
     return max(1, min(MOST, usable_cores() // 2))
 
 
@@ -190,10 +164,22 @@ def on_gpu(config):
 
 
 def auto_threads(config, domain, cuda, resumed=None, notes=None):
-    """The thread count `--threads 0` stands for (see the module docstring).
-    `resumed`: for a resumed run, the count it last ran with on the CPU, 0 for a run
-    saved without that record; None for a new run (and the tools). Why the count is
-    below the usable cores, where others' load made it so, goes onto the list `notes`."""
+    """The thread count `--threads 0` stands for: 1 for the small networks (mlp,
+    minatar_cnn), whose operations are too short to share, and on a GPU, where the CPU
+    only steps environments; for the Nature and Dopamine CNNs on the CPU, the cores that
+    are free when the process starts (at most MOST): the usable cores less what other
+    processes keep busy, from two reads of /proc/stat WINDOW seconds apart, less one for
+    --acting async's actor thread. A lone run so gets every core, and a run started
+    beside a busy one leaves it its cores; runs started together measure one after
+    another (`one_at_a_time`), or each would see the others asleep. Where /proc/stat
+    cannot be read (macOS), and with --ray (whose actors start later), half the usable
+    cores. The price of keeping a resumed run's count: a run that started alone keeps it
+    when another starts beside it, and both then run slower than with a thread each.
+
+    `resumed`: for a resumed run, the count it last ran with on the CPU (0 for a run saved
+    without that record: half the usable cores, as it started); None for a new run (and
+    the tools). Why the count is below the usable cores, where others' load made it so,
+    goes onto the list `notes`."""
     if one_thread(config) or cuda:
         return 1
     if resumed:
@@ -211,8 +197,9 @@ def auto_threads(config, domain, cuda, resumed=None, notes=None):
 def apply(config, resumed=None, notes=None):
     """Sets PyTorch's intra-op (and, once per process, inter-op) thread counts for
     `config`; returns the intra-op count. `resumed`: as for auto_threads (qzoo train
-    passes rundir.saved_threads's answer). Auto's note goes to stderr, or onto the list
-    `notes` where one is given (qzoo train prints it once the run's checks pass)."""
+    passes thread_record.saved_threads's answer). Auto's note goes to stderr, or onto
+    the list `notes` where one is given (qzoo train prints it once the run's checks
+    pass)."""
     import torch
 
     from qzoo import envs

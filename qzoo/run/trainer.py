@@ -7,26 +7,19 @@ parts do the work:
       |        evaluate; yields one results row per iteration                                |
       +-----------+-------------------------------+------------------------------+-----------+
                   |                               |                              |
-   Actor (actors.py)   Row per step     Replay (replay/)              Batch    Learner (learner.py)
+   Actor               Row per step     Replay                        Batch    Learner
    N envs, stacker,  ---------------->  FrameStorage + Uniform/   -----------> networks, optimizer,
-   epsilon per env,                     PrioritizedSampler        <----------- Objective (objectives.py)
+   epsilon per env,                     PrioritizedSampler        <----------- Objective
    own random stream                                                priorities  own random stream
           ^                                                                            |
           +------------- Policy: the learner's online network (by reference) ----------+
 
-The Trainer coordinates only: a training phase and an evaluation phase per iteration
-(the driver's: acting/, offline/, distributed/), the results row, the checkpoint. One
-training step, top to bottom (acting/serial.py and run/updates.py; the other drivers
-interleave the same calls differently):
-  row, frames = actor.step(frame_t)     # epsilon-greedy on the policy's device, env.step
-  replay.add(row)                       # newest frame, action, clipped reward, flags
-  for each update due (one per learn_period frames, or per --replay-ratio):
-      learner.learn(replay.sample(32))  # objective -> loss -> backward -> optimizer step
-  every target_network_update_period frames: learner.update_target(tau)  # 1: a copy
-
-Random streams (streams.py): the training actor, evaluation, replay sampling and the
-learner each draw from their own, so evaluation never changes training.
-"""
+(acting/actor.py, replay/, learning/learner.py, learning/objectives.py.) A training
+phase and an evaluation phase per iteration are the driver's (acting/, offline/,
+distributed/; one serial step: run/updates.py); the Trainer makes the results row and
+the checkpoint. Random streams (qzoo/streams.py): the training actor, evaluation,
+replay sampling and the learner each draw from their own, so evaluation never changes
+training."""
 
 import math
 import time
@@ -102,7 +95,7 @@ class Trainer:
             )
             train["num_episodes"] = 0
         stats = self.learner.pop_statistics()
-        self.driver.check()  # a device replay's failed draws (device_samplers.py)
+        self.driver.check()  # a device replay's failed draws (replay/device_samplers.py)
         if stats["num_updates"] and not (
             math.isfinite(stats["loss"]) and math.isfinite(stats["mean_q"])
         ):

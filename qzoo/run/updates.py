@@ -97,7 +97,7 @@ class Updates:
         self.replay = replay
 
     def check(self):
-        """A device replay's failed draws since the last call (device_samplers.py)."""
+        """A device replay's failed draws since the last call (replay/device_samplers.py)."""
         sampler = getattr(self.replay, "sampler", None)
         if hasattr(sampler, "check"):
             sampler.check()

@@ -1,7 +1,8 @@
 """The tools' command lines, parsed as `qzoo train`'s is: each tool names its options
-in a dataclass of `config.option` fields (group, help, domain), `cli.Parser` reads them,
-and `options.parse` checks each value against its domain, so that every mistake is one
-line, `qzoo: error: --name: bad value X; expected ...`, exit code 2."""
+in a dataclass of `config.option` fields (group, help, domain), cli/parser.py's `Parser`
+reads them, and config/values.py's `parse` checks each value against its domain, so
+that every mistake is one line, `qzoo: error: --name: bad value X; expected ...`, exit
+code 2."""
 
 import argparse
 import dataclasses
@@ -60,10 +61,11 @@ def parse_tool(cls, argv, prog, usage, description, positional=None, shown=None,
     """Parses `argv` for a tool whose options are the fields of dataclass `cls`.
 
     `positional`: the name of one required positional argument (the run folder), or
-    None; `needs` says what it is when it is missing. `shown`: {field: text} for defaults that --help should describe in words
-    (None defaults that mean "the run's"). Returns (the positional value, an instance
-    of `cls`, the set of option names the user gave). Raises UserError; --help raises
-    cli's early exit, which cli.main turns into exit status 0."""
+    None; `needs` says what it is when it is missing. `shown`: {field: text} for
+    defaults that --help should describe in words (None defaults that mean "the
+    run's"). Returns (the positional value, an instance of `cls`, the set of option
+    names the user gave). Raises UserError; --help raises the parser's early exit, which
+    cli/main.py turns into exit status 0."""
     from qzoo.cli import parser as cli
 
     parser = cli.Parser(prog=prog, usage=usage, description=description)

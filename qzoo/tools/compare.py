@@ -25,7 +25,7 @@ from qzoo.tools.args import integer_option
 
 
 def parser():
-    """The argument parser of `qzoo compare` (qzoo.cli.main.Parser: one-line errors)."""
+    """The argument parser of `qzoo compare` (qzoo.cli.parser.Parser: one-line errors)."""
     from qzoo.cli.parser import Parser
 
     p = Parser(

@@ -40,7 +40,7 @@ EXTENSIONS = (".png", ".svg")
 
 
 def parser():
-    """The argument parser of `qzoo plot` (qzoo.cli.main.Parser: one-line errors)."""
+    """The argument parser of `qzoo plot` (qzoo.cli.parser.Parser: one-line errors)."""
     from qzoo.cli.parser import Parser
 
     p = Parser(

@@ -1,5 +1,5 @@
 """A run folder as the tools read it: its config, its results rows and its online
-network, loaded without unpickling (checkpoint.py) and without touching the replay
+network, loaded without unpickling (run/checkpoint.py) and without touching the replay
 (the checkpoint's big arrays are memory-mapped, so they are never read)."""
 
 import dataclasses
@@ -86,7 +86,7 @@ def _network_of(run_dir, iteration):
     try:
         weights = checkpoint.load(path)
     except UserError as e:
-        # checkpoint.py's advice is a training run's (start it over); a tool reading one
+        # run/checkpoint.py's advice is a training run's (start it over); a tool reading one
         # iteration's network can read another instead.
         reason = str(e).split("; qzoo leaves it")[0]
         raise UserError(f"{reason}; choose another --checkpoint, or latest") from None

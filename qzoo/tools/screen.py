@@ -6,7 +6,7 @@ the rendering path that `qzoo play` and `qzoo record` share.
   actions, up to `noop_max` no-op frames at the start, the frame cap) with the same
   preprocessing: the action repeated `action_repeats` times, the max of the last two
   grayscale screens, resized to 84x84 by area averaging in float32 as ale-py's vector
-  environment does (tests/test_tools.py checks they agree pixel for pixel). Every
+  environment does (tests/tools/test_tools.py checks they agree pixel for pixel). Every
   emulator frame comes back in full-resolution colour (210x160, 60 per second).
 - MinAtar: its channels drawn as a colour image, one colour per channel.
 - Gymnasium: `render_mode="rgb_array"` where the environment renders (CartPole needs

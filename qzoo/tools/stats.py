@@ -5,7 +5,7 @@ at the Edge of the Statistical Precipice" (NeurIPS; arXiv:2108.13264), and its l
 rliable (google-research/rliable 1.2, `metrics.py` and `library.py`). rliable itself
 is not used: its release needs `arch` < 8, which fails to import next to pandas 3, so
 these are the same definitions written with NumPy and checked against numbers worked
-out by hand (tests/test_compare.py).
+out by hand (tests/tools/test_compare.py).
 
 Scores of one agent are a list with one 1-D array per game, holding that game's run
 scores; games may have different numbers of runs (rliable needs a runs x games matrix;

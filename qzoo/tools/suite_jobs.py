@@ -6,8 +6,8 @@ import os
 
 from qzoo.errors import UserError
 
-BIG = ("nature_cnn", "dopamine_cnn")  # torsos whose auto thread count is above 1 (threads.py)
-MOST_THREADS = 4  # threads.py's largest auto count
+BIG = ("nature_cnn", "dopamine_cnn")  # torsos whose auto thread count is above 1 (run/threads.py)
+MOST_THREADS = 4  # run/threads.py's largest auto count
 
 
 def run_threads(config):

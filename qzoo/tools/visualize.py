@@ -30,7 +30,7 @@ EXTENSIONS = (".html", ".png")
 
 
 def parser():
-    """The argument parser of `qzoo visualize` (qzoo.cli.main.Parser: one-line errors)."""
+    """The argument parser of `qzoo visualize` (qzoo.cli.parser.Parser: one-line errors)."""
     from qzoo.cli.parser import Parser
 
     p = Parser(

@@ -4,7 +4,7 @@ asynchronous mode."""
 
 from qzoo.errors import UserError, bad_value, flag, shown
 
-# Acting (qzoo/acting/, issue 11): how the environments and the learner run together.
+# The --acting modes each option acts with.
 _ACTING_ONLY_WITH = {
     "publish_period": ("async",), "replay_ratio_tolerance": ("async",),
     "deterministic": ("async",), "actor_workers": ("parallel", "alternating", "async"),
@@ -75,7 +75,7 @@ def _async_threads_relations(name, c, why):
     ]
 
 
-# --prefetch-targets (acting/prefetch.py, issue 13): targets computed in another thread.
+# --prefetch-targets (acting/prefetch.py): targets computed in another thread.
 def prefetch_relations(c):
     if not c.prefetch_targets:
         return []
@@ -93,7 +93,7 @@ def prefetch_relations(c):
     ]  # fmt: skip
 
 
-# --pin-threads (threads.py, issue 13): the learner's thread on a core of its own.
+# --pin-threads (acting/pinning.py): the learner's thread on a core of its own.
 def pin_relations(c):
     if not c.pin_threads:
         return []
@@ -104,7 +104,7 @@ def pin_relations(c):
     ]  # fmt: skip
 
 
-# --actor-process (acting/process.py, issue 13): the async actor forked each phase.
+# --actor-process (acting/process.py): the async actor forked each phase.
 def actor_process_relations(c):
     if not c.actor_process:
         return []
@@ -120,6 +120,7 @@ def actor_process_relations(c):
     ]  # fmt: skip
 
 
+# ale-py's asynchronous mode (--env-batch-size; acting/batches.py).
 def batch_relations(c, domain):
     if not c.env_batch_size:
         return []

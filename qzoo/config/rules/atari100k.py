@@ -24,6 +24,3 @@ def atari100k_relations(c, domain):
              not_built.format("--actor-workers above 1")),
         ]  # fmt: skip
     return relations
-
-
-# ale-py's asynchronous mode (--env-batch-size, issue 13; qzoo/acting/batches.py).

@@ -3,7 +3,7 @@
 
 
 
-# Replay on a torch device (replay/device.py, issue 13): what it does not take yet.
+# Replay on a torch device (replay/device.py): what it does not take yet.
 def device_replay_relations(c):
     if c.replay_device == "host":
         return []
@@ -21,7 +21,8 @@ def device_replay_relations(c):
     ]  # fmt: skip
 
 
-# --capture (captured.py): the whole update in one graph, over a replay on the device.
+# --capture (learning/captured.py): the whole update in one graph, over a replay on the
+# device.
 def capture_relations(c):
     if not c.capture:
         return []
@@ -36,6 +37,3 @@ def capture_relations(c):
         (("capture", "recurrent"), not c.recurrent,
          "false with --recurrent (torch.compile does not trace R2D1's LSTM)"),
     ]  # fmt: skip
-
-
-# Atari 100k's parts (augmentation.py, --eval-episodes): what they do not take.

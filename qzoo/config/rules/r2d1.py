@@ -3,7 +3,7 @@ and the options that act only with it."""
 
 from qzoo.errors import bad_value, flag
 
-ACTS_ONLY_WITH = {}  # options that act only with others (validate.py joins them)
+ACTS_ONLY_WITH = {}  # options that act only with others (config/validate.py joins them)
 
 
 # ---- R2D1 (--recurrent): what sequences need, and what has no recurrent version ----
@@ -16,7 +16,7 @@ def recurrent_relations(config, domain):
         capacity, envs = c.replay_capacity // c.actors, c.envs_per_actor
         where = f"--actors {c.actors} / --envs-per-actor {envs}"
     rows = -(-capacity // envs)
-    rows = -(-rows // c.store_state_interval) * c.store_state_interval  # as sequences.py
+    rows = -(-rows // c.store_state_interval) * c.store_state_interval  # as replay/sequences.py
     need = c.burn_in_steps + c.sequence_steps + c.n_steps + c.frame_stack + c.store_state_interval
     feed_forward_only = (  # (option, holds, its accepted value and why)
         ("distribution", c.distribution == "none", "none (R2D1's network has plain Q-values)"),

@@ -5,12 +5,10 @@ checked on connecting (distributed/cluster.py)."""
 
 from qzoo.errors import shown
 
-ACTS_ONLY_WITH = {}  # options that act only with others (validate.py joins them)
+ACTS_ONLY_WITH = {}  # options that act only with others (config/validate.py joins them)
 
 
-# Training on Ray (issue 14, qzoo/distributed/): options that only act with --ray, and
-# the relations of a --ray run. Whether Ray is installed, the address reachable and
-# the cluster big enough for --actors is checked on connecting (distributed/cluster.py).
+# Options that only act with --ray.
 _RAY_ONLY = ("address", "actors", "envs_per_actor", "replay_shards")
 # Ape-X's fixed per-environment epsilons replace the decaying schedule on Ray.
 _NOT_ON_RAY = ("exploration_epsilon_begin_value", "exploration_epsilon_end_value",
