@@ -41,6 +41,8 @@ TOOLS = {
     "profile": ("qzoo.tools.profile", "where the time goes: train, act or env"),
     "dataset": ("qzoo.cli.dataset", "DQN Replay Dataset: info, convert"),
     "suite": ("qzoo.tools.suite", "agents x games x seeds as parallel, resumable runs; report"),
+    "export": ("qzoo.tools.export", "a run's network as a model folder to share, with its card"),
+    "push": ("qzoo.tools.push", "export a run and upload it to the Hugging Face Hub"),
 }
 
 

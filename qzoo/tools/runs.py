@@ -1,6 +1,7 @@
 """A run folder as the tools read it: its config, its results rows and its online
 network, loaded without unpickling (run/checkpoint.py) and without touching the replay
-(the checkpoint's big arrays are memory-mapped, so they are never read)."""
+(the checkpoint's big arrays are memory-mapped, so they are never read). A model folder
+that `qzoo export` wrote (tools/model_folder.py) is read as the run it came from."""
 
 import dataclasses
 import os
@@ -16,6 +17,7 @@ from qzoo.networks.network import make_network
 from qzoo.replay.frames import observation_shape
 from qzoo.run import checkpoint
 from qzoo.run.run_folder import CHECKPOINT, NETWORKS, network_path
+from qzoo.tools import model_folder
 
 
 class Run(NamedTuple):
@@ -34,12 +36,15 @@ def load_run(run_dir, iteration=None, device="cpu"):
     """Loads the run in `run_dir`: its config and rows from the latest checkpoint, and
     the online network of `iteration` (checkpoints/networks/, see --snapshot-interval)
     or, when None, the latest one. UserError when there is no checkpoint, it is not a
-    qzoo run's, or no network of `iteration` was kept (naming those that were)."""
+    qzoo run's, or no network of `iteration` was kept (naming those that were). A model
+    folder (`qzoo export`) holds one network: that of the iteration it was exported at."""
     path = os.path.join(run_dir, CHECKPOINT)
     if not os.path.isdir(run_dir):
         raise UserError(
             f"run folder {run_dir!r} does not exist; expected a folder `qzoo train` wrote"
         )
+    if model_folder.is_model_folder(run_dir):
+        return _load_model_folder(run_dir, iteration, device)
     if not os.path.exists(path):
         raise UserError(f"{run_dir!r} holds no checkpoint ({CHECKPOINT}); train it first")
     state = checkpoint.load(path)
@@ -61,6 +66,27 @@ def load_run(run_dir, iteration=None, device="cpu"):
         raise UserError(f"{path}: its network does not match the run's config ({reason})") from None
     network.to(device).eval()
     return Run(config, info, network, iteration, state["rows"])
+
+
+def _load_model_folder(folder, iteration, device):
+    """load_run for a folder `qzoo export` wrote."""
+    saved, weights, kept, rows = model_folder.read(folder)
+    if iteration is not None and iteration != kept:
+        raise UserError(
+            f"--checkpoint: bad value {iteration}; model folder {folder!r} holds the network "
+            f"of iteration {kept} only (latest)"
+        )
+    config = config_from_dict(saved, os.path.join(folder, model_folder.CONFIG))
+    info = envs.describe(config)
+    network = make_network(config, info, observation_shape(info.frame_shape, config.frame_stack))
+    try:
+        network.load_state_dict(weights)
+    except (KeyError, RuntimeError, TypeError, AttributeError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        where = os.path.join(folder, model_folder.MODEL)
+        raise UserError(f"{where}: its network does not match config.json ({reason})") from None
+    network.to(device).eval()
+    return Run(config, info, network, kept, rows)
 
 
 def iterations_kept(run_dir):
