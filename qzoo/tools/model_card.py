@@ -20,6 +20,9 @@ PROTOCOLS = {
 }
 
 
+DOMAINS = {"gym": "Gymnasium", "minatar": "MinAtar"}
+
+
 def train_command(config) -> str:
     """The `qzoo train` command that trains this config again: the agent, --env,
     --seed and every option that differs from the agent's defaults on that environment,
@@ -75,7 +78,7 @@ def card(config, info, rows, iteration, files, version, folder_name="MODEL", rep
         f"Atari, protocol `{config.protocol}` ({PROTOCOLS.get(config.protocol, '')}); "
         f"{config.action_repeats} frames per action"
         if info.domain == "atari"
-        else f"{info.domain} environment `{info.name}`"
+        else f"{DOMAINS.get(info.domain, info.domain)} environment `{info.name}`"
     )
     norm = (
         f"{normalized:.3f} (DQN Zoo's random and human scores)"
@@ -89,8 +92,7 @@ def card(config, info, rows, iteration, files, version, folder_name="MODEL", rep
         f"of {config.iterations} iterations."
     )
     environment = (
-        f"- Environment: {protocol}; {config.frame_stack} frames stacked; "
-        f"{info.num_actions} actions."
+        f"- Environment: {protocol}; frame stack {config.frame_stack}; {info.num_actions} actions."
     )
     training = (
         f"- Training: {config.train_frames:,} frames per iteration, {frames:,} frames in "
