@@ -141,6 +141,15 @@ def test_export_of_a_kept_iteration(tiny_run, tmp_path, capsys):
     assert "holds the network of iteration 1 only" in capsys.readouterr().err
 
 
+def test_play_and_visualize_a_model_folder(exported, tmp_path, capsys):
+    assert main(["play", str(exported), "--frames", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("frame ") == 3 and "iteration 2" in out and "Q-values" in out
+    html = tmp_path / "v.html"
+    assert main(["visualize", str(exported), "--out", str(html)]) == 0
+    assert "weights after iteration 2" in capsys.readouterr().out and html.stat().st_size > 0
+
+
 def test_plot_reads_a_model_folder(exported, tmp_path):
     assert main(["plot", str(exported), "--out", str(tmp_path / "c.png")]) == 0
     assert (tmp_path / "c.png").stat().st_size > 0
