@@ -3,7 +3,8 @@
   qzoo eval RUN [--checkpoint K|latest] [--episodes N | --frames F] [--epsilon E]
                 [--protocol dqn_zoo|machado|noop30] [--seed S] [--num-envs N] [--json]
 
-The network is the latest one or that of iteration K (kept by --snapshot-interval).
+The network is the latest one or that of iteration K (kept by --snapshot-interval);
+RUN may also be a model folder `qzoo export` wrote (its one network).
 The environment is the run's (game, frame stack, preprocessing), built afresh and
 seeded from --seed alone: the same command prints the same numbers. Statistics are
 the mean, median, min, max and standard deviation (over episodes, numpy's population

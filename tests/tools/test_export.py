@@ -150,6 +150,13 @@ def test_play_and_visualize_a_model_folder(exported, tmp_path, capsys):
     assert "weights after iteration 2" in capsys.readouterr().out and html.stat().st_size > 0
 
 
+def test_a_model_folder_exports_again_unchanged(exported, tmp_path):
+    again = tmp_path / "again"
+    assert main(["export", str(exported), str(again)]) == 0
+    for name in ("model.safetensors", "results.csv", "config.json", "model.json"):
+        assert (again / name).read_bytes() == (exported / name).read_bytes(), name
+
+
 def test_plot_reads_a_model_folder(exported, tmp_path):
     assert main(["plot", str(exported), "--out", str(tmp_path / "c.png")]) == 0
     assert (tmp_path / "c.png").stat().st_size > 0
