@@ -21,7 +21,14 @@ from qzoo.run.changes import ACCEPTABLE, RESUMABLE, parse_accept
 OPTIONS = tuple(n for n in RESUMABLE if n not in ("run_dir", "accept_changes")) + tuple(ACCEPTABLE)
 
 
-def resume_parser():
+class _RunsValue:
+    """The default --help shows: the value in the run's config."""
+
+    def __str__(self):
+        return "the run's"
+
+
+def resume_parser() -> Parser:
     parser = Parser(
         prog="qzoo resume",
         usage="qzoo resume RUN [--option value ...]",
@@ -31,11 +38,11 @@ def resume_parser():
     )
     parser.add_argument("run", nargs="?", metavar="RUN", help="the run folder")
     fields = [config_lib.FIELDS[name] for name in OPTIONS]
-    add_options(parser, fields, dict.fromkeys(OPTIONS, "the run's"), title="resume")
+    add_options(parser, fields, dict.fromkeys(OPTIONS, _RunsValue()), title="resume")
     return parser
 
 
-def refused_options():
+def refused_options() -> dict[str, str]:
     """{--option: why} for the options `qzoo resume` refuses."""
     why = (
         "a resume keeps the run's options; it takes "
@@ -52,7 +59,7 @@ def refused_options():
     return refused
 
 
-def saved_config(run_dir):
+def saved_config(run_dir: str) -> tuple[dict, str]:
     """The config dict the run in `run_dir` saved: config.json's, else (deleted) the
     checkpoint's. UserError, one line, for anything else."""
     if not os.path.isdir(run_dir):
@@ -94,7 +101,7 @@ def saved_config(run_dir):
     return saved, path
 
 
-def resume_config(argv):
+def resume_config(argv: list[str]) -> config_lib.Config:
     """The Config `qzoo resume` runs: the saved one, with the options given."""
     options = parse(resume_parser(), argv, refused_options())
     run_dir = options.pop("run", None)
@@ -113,7 +120,7 @@ def resume_config(argv):
     return build_config(saved["agent"], values)
 
 
-def resume_command(argv):
+def resume_command(argv: list[str]) -> None:
     """`qzoo resume RUN [options]`: build the run's config, then train as `qzoo train`."""
     from qzoo.run import run_folder, thread_record, threads
 
