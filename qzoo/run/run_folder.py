@@ -50,8 +50,6 @@ CHECKPOINT = folder.CHECKPOINT
 # --checkpoint K` loads. A few MB each, next to the replay's GB in latest.safetensors.
 NETWORKS = folder.NETWORKS
 OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before format 1
-
-
 # {"threads": N, "device": "cpu" or "cuda"}: the count a start ran with, which an auto
 # resume keeps (threads.py). Not in config.json, whose `threads` is what the user asked.
 def train(config, accept_changes=None, notes=()):
@@ -149,7 +147,9 @@ class _Run:
             trainer = None if complete else self.make_trainer(state)
             del state  # drops the memory maps of the checkpoint's replay
             with folder.os_errors("write", self.config_path, "; " + self.kept()):
-                atomic_write(self.config_path, lambda f: f.write(config.to_json().encode()))
+                atomic_write(
+                    self.config_path, lambda f: f.write(config.to_json().encode())
+                )
             if self.rows:
                 with folder.os_errors("write", self.csv.path, "; " + self.kept()):
                     self.csv.write(self.rows)  # repairs a deleted, cut or garbled file
