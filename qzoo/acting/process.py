@@ -34,6 +34,7 @@ from qzoo.acting.serial import SerialDriver, run_phase
 from qzoo.acting.workers import _shared
 from qzoo.errors import UserError, WorkerDied
 from qzoo.replay.batch import Row
+from qzoo.signals import die_with_parent
 
 SLOTS = 64  # agent steps the ring holds (fewer for large frames: `_slots`)
 _FIELDS = (("action", np.int64), ("reward", np.float32), ("first", bool), ("last", bool),
@@ -177,6 +178,9 @@ def _act(driver, num_frames, conn):
     """The actor process: one phase, rows into the driver's ring, then its result on
     `conn`."""
     actor, ring, streams = driver.actor, driver.ring, driver.parts.streams
+    # Gone with the learner however it dies, even SIGKILLed holding one of the ring's
+    # locks, which the actor would otherwise wait for forever.
+    die_with_parent(ring.parent)
     frame_t = [driver.updates.frame_t]
     try:
 

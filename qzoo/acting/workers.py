@@ -16,12 +16,14 @@ of workers' environment steps with work of its own (the alternating actor).
 
 import itertools
 import multiprocessing
+import os
 import signal
 
 import numpy as np
 
 from qzoo import envs
 from qzoo.envs.step import EnvStep
+from qzoo.signals import die_with_parent
 
 _FLAGS = ("first", "last", "terminated", "life_loss")
 
@@ -32,9 +34,13 @@ def _shared(ctx, shape, dtype):
     return np.frombuffer(raw, dtype=dtype, count=int(np.prod(shape))).reshape(shape)
 
 
-def _serve(config, lo, hi, eval_mode, shared, index, conn):
-    """A worker: steps environments lo..hi-1 on command; writes into `shared`."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and closes us
+def _serve(config, lo, hi, eval_mode, shared, index, conn, parent):
+    """A worker of process `parent`: steps environments lo..hi-1 on command; writes
+    into `shared`."""
+    die_with_parent(parent)  # a parent killed mid-command leaves no worker behind
+    # The parent handles Ctrl-C and SIGTERM (as Ctrl-C), and closes us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     env = None
     try:
         env = envs.make(config, hi - lo, config.seed, eval_mode=eval_mode)
@@ -83,7 +89,7 @@ class ProcessVectorEnv:
             parent, child = ctx.Pipe()
             process = ctx.Process(
                 target=_serve,
-                args=(config, s.start, s.stop, eval_mode, self._shared, index, child),
+                args=(config, s.start, s.stop, eval_mode, self._shared, index, child, os.getpid()),
                 daemon=True,
             )
             process.start()

@@ -1,6 +1,7 @@
 """The `qzoo` command.
 
   qzoo train AGENT [--env ENV] [--option value ...]  train, or resume a run folder
+  qzoo resume RUN [--option value ...]               resume run folder RUN as it was started
   qzoo agents                                        list the presets and their papers
   qzoo bench replay|train [...]                      speed and memory figures (JSON lines)
   qzoo --version;  qzoo train AGENT [--env ENV] --help: every option, AGENT's defaults
@@ -21,9 +22,11 @@ from qzoo.cli.parser import Exit, Parser, parse, train_parser
 from qzoo.config import build_config
 from qzoo.errors import Diverged, UserError, closest
 from qzoo.run import allocator
+from qzoo.signals import term_as_interrupt
 
 COMMANDS = {
     "train": "train an agent, or resume its run folder",
+    "resume": "resume a run folder with the options it was started with",
     "agents": "list the presets, their papers and how each differs from dqn",
     "bench": "speed and memory figures as JSON lines: bench replay | bench train",
 }
@@ -92,13 +95,22 @@ def agents():
 
 def main(argv=None):
     """Runs the `qzoo` command line `argv` (default sys.argv[1:]); returns the exit
-    status: 0, 2 for bad input (one line on stderr), 130 for Ctrl-C."""
+    status: 0, 2 for bad input (one line on stderr), 130 for Ctrl-C or SIGTERM."""
     argv = sys.argv[1:] if argv is None else list(argv)
     allocator.keep_freed_memory()  # replay batches sampled without page faults (run/allocator.py)
+    with term_as_interrupt():  # `kill` or a scheduler's SIGTERM stops a run as Ctrl-C does
+        return _run_command(argv)
+
+
+def _run_command(argv):
     try:
         command = argv[0] if argv else None
         if command == "train":
             train_command(argv[1:])
+        elif command == "resume":
+            from qzoo.cli.resume import resume_command
+
+            resume_command(argv[1:])
         elif command == "agents":
             parse(Parser(prog="qzoo agents", description=COMMANDS["agents"]), argv[1:])
             agents()

@@ -12,8 +12,15 @@ return; then the instance is stopped and the run exits 130 with one line. A seco
 Ctrl-C, or a start that fails, interrupts at once: the processes of this process's
 session are then found and ended (sweep.py, Linux only; elsewhere ray.shutdown does
 what it can).
+
+At exit (a finished run, Ctrl-C, SIGTERM): the instance is shut down with SIGINT and
+SIGTERM ignored, so that a second Ctrl-C cannot cut the shutdown short and leave the
+agents behind, and then what is left of the session is ended as above. ray.init's own
+SIGTERM handler (an exit without the resume line) is replaced by the one it found.
 """
 
+import atexit
+import contextlib
 import importlib.util
 import logging
 import math
@@ -25,6 +32,7 @@ import time
 
 from qzoo.distributed.sweep import clock_ticks, stop_session_processes
 from qzoo.errors import UserError
+from qzoo.signals import shielded
 
 # Seconds to wait for a cluster's address to answer before refusing it: Ray itself
 # retries an unreachable address for minutes.
@@ -78,7 +86,7 @@ def connect(config):
                 raise _too_many(config.actors, machine_cpus(), "this machine's")
             since = clock_ticks()
             try:
-                with _HeldInterrupt() as held:
+                with _HeldInterrupt() as held, _own_sigterm():
                     ray.init(num_cpus=machine_cpus(), include_dashboard=False,
                              log_to_driver=False, runtime_env=runtime_env,
                              logging_level=logging.ERROR)  # fmt: skip
@@ -87,12 +95,15 @@ def connect(config):
             except BaseException as e:
                 _stop_local(ray, since, interrupted=isinstance(e, KeyboardInterrupt))
                 raise
+            _stop_at_exit(ray, since)
         else:
             if config.address != "auto":
                 check_reachable(config.address)
             try:
-                ray.init(address=config.address, log_to_driver=False, runtime_env=runtime_env,
-                         logging_level=logging.ERROR)  # fmt: skip
+                with _own_sigterm():
+                    ray.init(address=config.address, log_to_driver=False,
+                             runtime_env=runtime_env, logging_level=logging.ERROR)  # fmt: skip
+                _stop_at_exit(ray, None)
             except ConnectionError as e:
                 raise UserError(
                     f"--address {config.address}: {str(e).splitlines()[0]} (start one with "
@@ -132,23 +143,53 @@ class _HeldInterrupt:
         return False
 
 
+@contextlib.contextmanager
+def _own_sigterm():
+    """Within: whatever ray.init does to SIGTERM's handler (it installs one that exits
+    at once, without the run's resume line) is undone on the way out."""
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if previous is not None and signal.getsignal(signal.SIGTERM) is not previous:
+            with contextlib.suppress(ValueError):  # not the main thread: Ray set nothing
+                signal.signal(signal.SIGTERM, previous)
+
+
+_AT_EXIT = []  # [since] of the instance this process started, once registered
+
+
+def _stop_at_exit(ray, since):
+    """Registers `_shut_down` for the exit of this process, once (it runs before Ray's
+    own exit hook, registered when Ray was imported, which then has nothing to do).
+    `since`: when this process started a local instance, None for a cluster's."""
+    if not _AT_EXIT:
+        atexit.register(_shut_down, ray, _AT_EXIT)
+    _AT_EXIT[:] = [since]
+
+
+def _shut_down(ray, started):
+    """ray.shutdown with a second Ctrl-C (or a SIGTERM) ignored, then the processes of
+    the local instance that are left ended; nothing else is left to interrupt."""
+    with shielded():
+        try:
+            ray.shutdown()
+        except Exception as error:  # noqa: BLE001 (what it left is stopped below)
+            print(f"qzoo: ray.shutdown: {error}", file=sys.stderr)
+        if started and started[0] is not None:
+            stop_session_processes(started[0])
+
+
 def _stop_local(ray, since, interrupted):
     """Stops the local instance this process started at `since` (clock_ticks()) and
     whose start was interrupted or failed, a second Ctrl-C ignored meanwhile (a second
     or two); an interrupt is told in one line."""
-    try:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread: it cannot be ignored, nor raised here
-        previous = None
-    try:
+    with shielded():
         try:
             ray.shutdown()  # what Ray knows of: a node that had finished starting
         except Exception as error:  # noqa: BLE001 (what it left is stopped below)
             print(f"qzoo: ray.shutdown: {error}", file=sys.stderr)
         left = stop_session_processes(since)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
     if interrupted:
         what = "stopped its processes" if not left else (
             "could not stop its processes " + " ".join(map(str, left)))  # fmt: skip

@@ -2,12 +2,11 @@
 that change the run once the user says so (--accept-changes), the differences between
 a saved config and the command's, and the command that resumes a run."""
 
-import dataclasses
 import json
+import os
 import shlex
 
 import qzoo.config as config_lib
-from qzoo import envs
 from qzoo.errors import UserError
 
 # Options a resumed run may change without changing its results. (`accept_changes` is
@@ -63,22 +62,8 @@ def differences(saved, current, ignore):
     ]
 
 
-def resume_command(config, run_dir, accept=()):
-    """The `qzoo train` command that resumes this run: the agent, --env, --run-dir and
-    every option that differs from the agent's defaults on that environment. Built
-    from the config, not sys.argv, so that it holds however qzoo was started
-    (`python -m qzoo`, tests calling cli.main) and names the run folder explicitly."""
-    domain, env = envs.resolve(config.env)
-    defaults = dataclasses.asdict(config_lib.make_config(config.agent, env, domain, {}))
-    args = ["qzoo", "train", config.agent, "--env", config.env, "--run-dir", run_dir]
-    for key, value in dataclasses.asdict(config).items():
-        if key in ("agent", "env", "run_dir", "accept_changes") or defaults[key] == value:
-            continue
-        name = key.replace("_", "-")
-        if isinstance(value, bool):
-            args.append(f"--{name}" if value else f"--no-{name}")
-        else:
-            args += [f"--{name}", repr(value) if isinstance(value, float) else str(value)]
-    if accept:
-        args += ["--accept-changes", ",".join(accept)]
-    return shlex.join(args)
+def resume_command(run_dir):
+    """The command that resumes the run in `run_dir`: `qzoo resume RUN`, which reads
+    the run's options from its config.json (cli/resume.py), so that it holds however
+    the run was started (`python -m qzoo`, tests calling cli.main, qzoo suite)."""
+    return shlex.join(["qzoo", "resume", os.fspath(run_dir)])

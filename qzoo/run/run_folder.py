@@ -1,5 +1,5 @@
-"""The run folder: one run per folder, resumed by re-running its command, never lost,
-mixed or half-written.
+"""The run folder: one run per folder, resumed by `qzoo resume RUN` or by re-running its
+command, never lost, mixed or half-written.
 
   <run>/checkpoints/latest.safetensors  everything that changes, and every results row
   <run>/checkpoints/networks/           iteration-<K>.safetensors: the online network only
@@ -89,7 +89,7 @@ def train(config, accept_changes=None, notes=()):
             except KeyboardInterrupt:
                 run.write_results_after_interrupt()
                 if run.rows:
-                    command = resume_command(config, run_dir, accept_changes)
+                    command = resume_command(run_dir)
                     print(f"qzoo: interrupted; resume with: {command}", file=sys.stderr)
                 else:
                     print("qzoo: interrupted before the first checkpoint; nothing was saved",
@@ -154,8 +154,8 @@ class _Run:
                 with folder.os_errors("write", self.csv.path, "; " + self.kept()):
                     self.csv.write(self.rows)  # repairs a deleted, cut or garbled file
             if complete:
-                print(f"{self.run_dir} is complete ({config.iterations} iterations)",
-                      file=sys.stderr)  # fmt: skip
+                print(f"{self.run_dir} is complete ({config.iterations} iterations); results "
+                      f"in {os.path.abspath(self.csv.path)}", file=sys.stderr)  # fmt: skip
                 return
             record_threads(self.run_dir, config, "; " + self.kept())
             if self.notes:
@@ -163,7 +163,9 @@ class _Run:
             if self.rows:
                 print(*self.accepted, f"resuming {self.run_dir} at iteration {trainer.iteration}",
                       sep="\n", file=sys.stderr)  # fmt: skip
+            print(f"run folder: {os.path.abspath(self.run_dir)}", file=sys.stderr, flush=True)
             self.train(trainer)
+            print(f"results: {os.path.abspath(self.csv.path)}", file=sys.stderr)
         except Diverged as e:
             raise Diverged(f"{e}; the run stopped and {self.kept('last good')}") from None
         except WorkerDied as e:

@@ -7,7 +7,9 @@ Slow (a real local instance, the CLI in a subprocess, ~10 s each on 2 cores): ra
 held in Node.start_ray_processes (after the GCS, the raylet and its agents are started)
 and interrupted there by a second Ctrl-C, as Ray itself would leave the agents orphaned
 for a minute: exit 130, one line, no process of the session left; and a single Ctrl-C,
-held until ray.init returns, stops the instance the same way.
+held until ray.init returns, stops the instance the same way. And a run on Ray stopped
+by Ctrl-C or SIGTERM, then a second Ctrl-C while Ray shuts down at exit: the shutdown
+goes on to its end, no process of the session left.
 """
 
 import os
@@ -198,3 +200,76 @@ def test_one_ctrl_c_is_held_until_ray_init_returns_then_stops_the_instance(tmp_p
     assert status == 130, err
     assert err.strip() == LINE, err
     assert not (tmp_path / "run").exists()
+
+
+# The CLI in a subprocess, Ray's Node.kill_all_processes (what ray.shutdown stops the
+# node's processes with, at exit) made to say so and wait a second first: a second
+# Ctrl-C then lands inside the shutdown, deterministically.
+CHILD_AT_EXIT = textwrap.dedent("""
+    import signal, time
+    from ray._private import node
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    kill = node.Node.kill_all_processes
+
+    def kill_all_processes(self, *args, **kwargs):
+        print("ray: stopping the node", flush=True)
+        time.sleep(1.0)
+        return kill(self, *args, **kwargs)
+
+    node.Node.kill_all_processes = kill_all_processes
+    from qzoo.cli.main import entry
+
+    entry()
+""")
+
+
+@linux
+@pytest.mark.slow
+@pytest.mark.parametrize("first", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_second_ctrl_c_while_ray_shuts_down_at_exit_leaves_no_process(first, tmp_path):
+    pytest.importorskip("ray")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}  # fmt: skip
+    run_dir = tmp_path / "run"
+    argv = ["train", "dqn", "--env", "CartPole-v1", "--ray", "--iterations", "3",
+            "--train-frames", "1000000", "--no-progress", "--no-tensorboard",
+            "--run-dir", str(run_dir)]  # fmt: skip
+    since = clock_ticks()
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD_AT_EXIT, *argv], cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    seen, lines = {}, []
+    try:
+        for line in child.stdout:  # iteration 0 saved: the run is under way
+            lines.append(line)
+            if line.startswith("iteration=0 "):
+                break
+        deadline = time.monotonic() + 20
+        while len(_agents(child.pid, since)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen = session_processes(since, child.pid)
+        assert len(_agents(child.pid, since)) >= 2, "Ray's agents did not start"
+        child.send_signal(first)
+        for line in child.stdout:
+            lines.append(line)
+            if line.strip() == "ray: stopping the node":
+                break
+        for _ in range(2):  # Ctrl-C, twice, within the shutdown's second
+            child.send_signal(signal.SIGINT)
+            time.sleep(0.2)
+        lines += child.communicate(timeout=60)[0].splitlines(keepends=True)
+        left = {p: s for p, s in seen.items() if _alive(p, s)}
+        left |= session_processes(since, child.pid)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+        _kill(p for p, s in (seen | session_processes(since, child.pid)).items() if _alive(p, s))
+    out = "".join(lines)
+    assert len(seen) >= 4, seen  # the GCS, the raylet and its two agents at least
+    assert left == {}, (left, out)
+    assert child.returncode == 130, out
+    assert f"qzoo: interrupted; resume with: qzoo resume {run_dir}\n" in out, out
+    assert "ray: stopping the node" in out and "Traceback" not in out, out

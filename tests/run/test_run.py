@@ -1,4 +1,5 @@
-"""The run loop end to end: results.csv, checkpoints, and exact resume after SIGKILL."""
+"""The run loop end to end: results.csv, checkpoints, and exact resume after SIGKILL,
+Ctrl-C or SIGTERM."""
 
 import csv
 import math
@@ -85,7 +86,11 @@ def test_sigkill_at_any_moment_then_resume_gives_the_same_results(reference_run,
     assert comparable(read_rows(run_dir / "results.csv")) == expected
 
 
-def test_ctrl_c_then_resume_gives_the_same_results(reference_run, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_then_qzoo_resume_gives_the_same_results(signum, reference_run, tmp_path):
+    """SIGTERM (`kill`, a cluster scheduler) stops a run as Ctrl-C does: exit 130, the
+    results of the last checkpoint, the resume line; the command it prints finishes
+    the run as if it had never stopped."""
     run_dir = tmp_path / "run"
     # A shell's background jobs (CI runners, `cmd &`) inherit SIGINT as ignored, and
     # an ignored signal stays ignored across exec, so Python would never raise
@@ -102,12 +107,18 @@ def test_ctrl_c_then_resume_gives_the_same_results(reference_run, tmp_path):
     deadline = time.time() + 600
     while not checkpoint.exists() and time.time() < deadline and process.poll() is None:
         time.sleep(0.05)
-    assert checkpoint.exists() and process.poll() is None, "the run ended before Ctrl-C"
-    process.send_signal(signal.SIGINT)
+    assert checkpoint.exists() and process.poll() is None, "the run ended before the signal"
+    process.send_signal(signum)
     assert process.wait(timeout=60) == 130
-    assert "Traceback" not in process.stderr.read().decode()
+    err = process.stderr.read().decode()
+    assert "Traceback" not in err
+    assert f"run folder: {os.path.abspath(run_dir)}" in err.splitlines()
+    assert err.splitlines()[-1] == f"qzoo: interrupted; resume with: qzoo resume {run_dir}"
     assert 1 <= len(read_rows(run_dir / "results.csv")) < 4
-    subprocess.run(qzoo(run_dir), check=True, capture_output=True)
+    command = err.splitlines()[-1].split("resume with: qzoo ")[1].split()
+    resumed = subprocess.run([sys.executable, "-m", "qzoo", *command], capture_output=True,
+                             text=True, check=True)  # fmt: skip
+    assert resumed.stderr.splitlines()[-1] == f"results: {run_dir / 'results.csv'}"
     expected = comparable(read_rows(reference_run / "results.csv"))
     assert comparable(read_rows(run_dir / "results.csv")) == expected
 

@@ -360,7 +360,7 @@ def test_ctrl_c_prints_the_command_that_resumes(run_dir, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "Traceback" not in err
     line = err.splitlines()[-1]
-    assert line.startswith("qzoo: interrupted; resume with: qzoo train dqn --env CartPole-v1")
+    assert line == f"qzoo: interrupted; resume with: qzoo resume {run_dir}"
     monkeypatch.setattr(loop.Trainer, "run_iteration", run_iteration)
     assert main(shlex.split(line.split("resume with: ")[1])[1:]) == 0
     rows = (run_dir / "results.csv").read_text().splitlines()

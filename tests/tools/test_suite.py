@@ -191,14 +191,15 @@ def test_parallel_runs_ctrl_c_and_resume(tmp_path):
     assert all(_rows(folder[s]) == 4 for s in (1, 2))
     kept = {s: os.stat(os.path.join(folder[s], "results.csv")) for s in (1, 2)}
 
-    # A third seed, interrupted mid-way by a SIGINT to the suite: it stops its run,
-    # which saves and prints its resume line; the finished runs are left alone.
+    # A third seed, interrupted mid-way by a SIGTERM to the suite (what a scheduler
+    # sends; Ctrl-C's SIGINT takes the same path): it stops its run, which saves and
+    # prints its resume line; the finished runs are left alone.
     proc = _suite(out, "1,2,3")
     deadline = time.monotonic() + 60
     while _rows(folder[3]) is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _rows(folder[3]) is not None and proc.poll() is None
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGTERM)
     text = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130, text
     assert "skip     dqn CartPole-v1-1" in text and "skip     dqn CartPole-v1-2" in text
@@ -206,7 +207,7 @@ def test_parallel_runs_ctrl_c_and_resume(tmp_path):
     stopped_at = _rows(folder[3])
     assert stopped_at < 4 and not os.path.exists(os.path.join(folder[3], suite.DONE))
     with open(folder[3] + ".log") as f:
-        assert "qzoo: interrupted; resume with: qzoo train dqn" in f.read()
+        assert f"qzoo: interrupted; resume with: qzoo resume {folder[3]}\n" in f.read()
 
     # The same command again: the finished runs untouched, the third resumed to its end.
     proc = _suite(out, "1,2,3")
