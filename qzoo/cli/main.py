@@ -88,6 +88,17 @@ def agents():
             print(f"{'':10s} on {domain} environments, also: {also}")
 
 
+def _check_command(options, commands):
+    """Refuses an unknown command, before any word after it (`qzoo trian dqn`)."""
+    command = options.get("command")
+    if command is not None:
+        hint = closest(command, commands)
+        raise UserError(
+            f"unknown command {command!r}; expected {', '.join(commands)}"
+            + (f" (did you mean {hint[0]}?)" if hint else "")
+        )
+
+
 def main(argv=None):
     """Runs the `qzoo` command line `argv` (default sys.argv[1:]); returns the exit
     status: 0, 2 for bad input (one line on stderr), 130 for Ctrl-C."""
@@ -121,15 +132,9 @@ def main(argv=None):
                 "command", nargs="?", metavar="COMMAND",
                 help="; ".join(f"{name}: {what}" for name, what in commands.items()),
             )  # fmt: skip
-            options = parse(top, argv)
-            if options.get("command") is None:
-                top.print_help()
-                return 0
-            hint = closest(options["command"], commands)
-            raise UserError(
-                f"unknown command {options['command']!r}; expected {', '.join(commands)}"
-                + (f" (did you mean {hint[0]}?)" if hint else "")
-            )
+            parse(top, argv, check=lambda options: _check_command(options, commands))
+            top.print_help()
+            return 0
     except Exit as e:
         return e.status
     except Diverged as e:

@@ -107,10 +107,14 @@ def _join_negative_values(argv, parser):
     return out
 
 
-def parse(parser, argv, refused=None):
+def parse(parser, argv, refused=None, check=None):
     """{name: text} of the options given, refusing unknown ones with a suggestion, or
-    with the reason in `refused` ({option: why}) for options this command leaves out."""
+    with the reason in `refused` ({option: why}) for options this command leaves out.
+    `check` (of the options parsed) refuses a bad positional word, such as an unknown
+    command, before the words after it are blamed: the first mistake is named."""
     namespace, extra = parser.parse_known_args(_join_negative_values(argv, parser))
+    if check is not None:
+        check(vars(namespace))
     if extra:
         first = extra[0]
         if not first.startswith("-"):
