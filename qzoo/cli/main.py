@@ -69,6 +69,11 @@ def train_command(argv):
     if agent is None:
         raise UserError(f"train needs an agent; expected one of {', '.join(config_lib.PRESETS)}")
     config = build_config(agent, options, strict=True)
+    if config.ray and config.address not in ("", "auto"):  # in seconds, before PyTorch loads
+        from qzoo.distributed import cluster
+
+        cluster.check_installed()
+        cluster.check_reachable(config.address)
     from qzoo.run import run_folder, thread_record
 
     run_dir, notes = config.run_dir or config_lib.default_run_dir(config), []
