@@ -4,6 +4,8 @@ The CLI prints it as a single line and exits with code 2, without a traceback; `
 writes the line for an option (`--name: bad value V; expected ...`).
 """
 
+from collections.abc import Iterable, Mapping
+
 
 class UserError(Exception):
     """A mistake in what the user asked for; its message names the bad value."""
@@ -21,10 +23,11 @@ OPTION_ALIASES = {
 }  # fmt: skip
 
 
-def edit_distance(a, b):
+def edit_distance(a: str, b: str) -> int:
     """Damerau-Levenshtein distance (optimal string alignment): insertions, deletions,
     substitutions and swaps of two neighbours each cost 1 (`trian` is 1 from `train`)."""
-    previous, row = None, list(range(len(b) + 1))
+    previous: list[int] = []
+    row = list(range(len(b) + 1))
     for i in range(1, len(a) + 1):
         before, previous, row = previous, row, [i] + [0] * len(b)
         for j in range(1, len(b) + 1):
@@ -34,15 +37,17 @@ def edit_distance(a, b):
     return row[-1]
 
 
-def closest(name, choices, n=3, aliases=OPTION_ALIASES):
+def closest(
+    name: str, choices: Iterable[str], n: int = 3, aliases: Mapping[str, str] = OPTION_ALIASES
+) -> list[str]:
     """Up to `n` names from `choices` that `name` plausibly means, best first, for a
     "did you mean" in a message: a known alias (`--lr` -> `--learning-rate`); names at
     most a third of their length of edits away, case and leading dashes aside (never
     two names that merely share a prefix: `--env` is not `--num-envs`); else the one
     name whose first words `name` is (`--learning` -> `--learning-rate`)."""
-    choices = list(choices)
+    names = list(choices)
     alias = aliases.get(name)
-    if alias in choices:
+    if alias is not None and alias in names:
         return [alias]
 
     def key(text):
@@ -50,7 +55,7 @@ def closest(name, choices, n=3, aliases=OPTION_ALIASES):
 
     typed = key(name)
     scored = []
-    for index, choice in enumerate(choices):
+    for index, choice in enumerate(names):
         other = key(choice)
         if abs(len(other) - len(typed)) <= max(1, min(len(typed), len(other)) // 3):
             distance = edit_distance(typed, other)
@@ -58,7 +63,7 @@ def closest(name, choices, n=3, aliases=OPTION_ALIASES):
                 scored.append((distance, index, choice))
     if scored:
         return [choice for _, _, choice in sorted(scored)[:n]]
-    words = [choice for choice in choices if typed and key(choice).startswith(typed + "-")]
+    words = [choice for choice in names if typed and key(choice).startswith(typed + "-")]
     return words if len(words) == 1 else []
 
 

@@ -96,6 +96,15 @@ def _suggestion(name):
               if "/" not in k and not str(spec.entry_point).startswith("ale_py")]  # fmt: skip
     by_key = {k.lower(): k for k in known}
     hints = [by_key[k] for k in closest(name.lower(), by_key, n=6)]
+    # Also by the name without its version (acrobot: Acrobot-v1), and the family a
+    # longer name belongs to (MountainCarContinuous-v0: MountainCar-v0).
+    by_base = {}
+    for key in sorted(by_key, reverse=True):  # the newest version first
+        by_base.setdefault(re.sub(r"-v\d+$", "", key), []).append(by_key[key])
+    typed = re.sub(r"-v\d+$", "", name.lower())
+    hints += [h for base in closest(typed, by_base, n=6) for h in by_base[base]]
+    hints += [h for base in sorted(by_base, key=len, reverse=True)
+              if len(base) >= 4 and typed.startswith(base) for h in by_base[base]]  # fmt: skip
     return next((h for h in hints if "-v" not in h or _gym_problem(h) is None), None)
 
 

@@ -176,7 +176,7 @@ def _check_acts(config, domain, given):
             )
 
 
-def usable_cores():
+def usable_cores() -> int:
     """Cores this process may run on (its affinity mask, else the machine's count)."""
     try:
         return len(os.sched_getaffinity(0))
@@ -184,7 +184,7 @@ def usable_cores():
         return os.cpu_count() or 1
 
 
-def _check_threads(threads):
+def _check_threads(threads: int) -> None:
     """Refuses more PyTorch threads than cores: OpenMP's threads then wait for each other
     at every operation, and a run of seconds takes minutes."""
     cores = usable_cores()

@@ -52,7 +52,7 @@ _HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0,
 _SETTINGS = 4  # the frame type, a frame header's fourth byte
 
 
-def check_reachable(address, timeout=CONNECT_TIMEOUT):
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
     """Refuses HOST:PORT unless a gRPC server (a Ray cluster's GCS) answers there within
     `timeout` seconds: nothing listening, or a server of another kind (Ray would retry
     it for minutes, printing a warning every few seconds)."""
@@ -65,16 +65,18 @@ def check_reachable(address, timeout=CONNECT_TIMEOUT):
             f"--address {address}: no Ray cluster answers there ({e.strerror or e}); start "
             "one with `ray start --head` or leave --address out for a local instance"
         ) from None
-    answer = b""
+    answer: bytes | None = b""
     with connection:
         try:
             connection.sendall(_HTTP2_HELLO)
-            while len(answer) < 9:
+            received = b""
+            while len(received) < 9:
                 connection.settimeout(max(0.01, deadline - time.monotonic()))
-                chunk = connection.recv(9 - len(answer))
+                chunk = connection.recv(9 - len(received))
                 if not chunk:
                     break
-                answer += chunk
+                received += chunk
+            answer = received
         except TimeoutError:
             answer = None
         except OSError:  # reset by the server
