@@ -214,6 +214,9 @@ BENCH = [
     (["frobnicate"], "unknown command 'frobnicate'"),
     (["trian", "dqn"], "unknown command 'trian'; expected train, agents"),
     (["trian", "--env", "pong"], "(did you mean train?)"),
+    (["--acting", "x"], "unknown option --acting"),  # the first mistake comes first
+    (["dataset", "infoo", "x"], "qzoo dataset needs info or convert, got 'infoo' (did you mean"),
+    (["suite", "reprt", "x"], "suite takes options or report first, got 'reprt' (did you mean"),
     (["bench", "train", "--lr", "1"], "unknown option --lr; did you mean --learning-rate?"),
     (["--versio"], "unknown option --versio; did you mean --version?"),
 ]  # fmt: skip
