@@ -4,16 +4,67 @@ The CLI prints it as a single line and exits with code 2, without a traceback; `
 writes the line for an option (`--name: bad value V; expected ...`).
 """
 
-import difflib
+from collections.abc import Iterable, Mapping
 
 
 class UserError(Exception):
     """A mistake in what the user asked for; its message names the bad value."""
 
 
-def closest(name, choices, n=3):
-    """Returns up to `n` names from `choices` that look like `name`, for messages."""
-    return difflib.get_close_matches(name, list(choices), n=n, cutoff=0.5)
+# Options users type from other libraries' or papers' names: the option qzoo means by
+# each (offered by `closest` when it is among the choices; spelling cannot find them).
+OPTION_ALIASES = {
+    "--lr": "--learning-rate", "--game": "--env", "--environment": "--env",
+    "--gamma": "--discount", "--buffer-size": "--replay-capacity",
+    "--replay-size": "--replay-capacity", "--memory-size": "--replay-capacity",
+    "--target-update": "--target-network-update-period", "--ddqn": "--double-q",
+    "--double-dqn": "--double-q", "--per": "--prioritized", "--multi-step": "--n-steps",
+    "--num-actors": "--actors", "--logdir": "--run-dir", "--log-dir": "--run-dir",
+}  # fmt: skip
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Damerau-Levenshtein distance (optimal string alignment): insertions, deletions,
+    substitutions and swaps of two neighbours each cost 1 (`trian` is 1 from `train`)."""
+    previous: list[int] = []
+    row = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        before, previous, row = previous, row, [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], before[j - 2] + 1)
+    return row[-1]
+
+
+def closest(
+    name: str, choices: Iterable[str], n: int = 3, aliases: Mapping[str, str] = OPTION_ALIASES
+) -> list[str]:
+    """Up to `n` names from `choices` that `name` plausibly means, best first, for a
+    "did you mean" in a message: a known alias (`--lr` -> `--learning-rate`); names at
+    most a third of their length of edits away, case and leading dashes aside (never
+    two names that merely share a prefix: `--env` is not `--num-envs`); else the one
+    name whose first words `name` is (`--learning` -> `--learning-rate`)."""
+    names = list(choices)
+    alias = aliases.get(name)
+    if alias is not None and alias in names:
+        return [alias]
+
+    def key(text):
+        return str(text).lower().lstrip("-")
+
+    typed = key(name)
+    scored = []
+    for index, choice in enumerate(names):
+        other = key(choice)
+        if abs(len(other) - len(typed)) <= max(1, min(len(typed), len(other)) // 3):
+            distance = edit_distance(typed, other)
+            if distance <= max(1, min(len(typed), len(other)) // 3):
+                scored.append((distance, index, choice))
+    if scored:
+        return [choice for _, _, choice in sorted(scored)[:n]]
+    words = [choice for choice in names if typed and key(choice).startswith(typed + "-")]
+    return words if len(words) == 1 else []
 
 
 # Messages about a bad option value: `--name: bad value V; expected ...`.

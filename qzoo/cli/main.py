@@ -74,6 +74,11 @@ def train_command(argv):
     if agent is None:
         raise UserError(f"train needs an agent; expected one of {', '.join(config_lib.PRESETS)}")
     config = build_config(agent, options, strict=True)
+    if config.ray and config.address not in ("", "auto"):  # in seconds, before PyTorch loads
+        from qzoo.distributed import cluster
+
+        cluster.check_installed()
+        cluster.check_reachable(config.address)
     from qzoo.run import run_folder, thread_record
 
     run_dir, notes = config.run_dir or config_lib.default_run_dir(config), []
@@ -91,6 +96,17 @@ def agents():
         for domain, values in preset.get("domains", {}).items():  # e.g. R2D1 on CartPole
             also = ", ".join(f"{k}={v}" for k, v in values.items())
             print(f"{'':10s} on {domain} environments, also: {also}")
+
+
+def _check_command(options, commands):
+    """Refuses an unknown command, before any word after it (`qzoo trian dqn`)."""
+    command = options.get("command")
+    if command is not None:
+        hint = closest(command, commands)
+        raise UserError(
+            f"unknown command {command!r}; expected {', '.join(commands)}"
+            + (f" (did you mean {hint[0]}?)" if hint else "")
+        )
 
 
 def main(argv=None):
@@ -135,15 +151,9 @@ def _run_command(argv):
                 "command", nargs="?", metavar="COMMAND",
                 help="; ".join(f"{name}: {what}" for name, what in commands.items()),
             )  # fmt: skip
-            options = parse(top, argv)
-            if options.get("command") is None:
-                top.print_help()
-                return 0
-            hint = closest(options["command"], commands)
-            raise UserError(
-                f"unknown command {options['command']!r}; expected {', '.join(commands)}"
-                + (f" (did you mean {hint[0]}?)" if hint else "")
-            )
+            parse(top, argv, check=lambda options: _check_command(options, commands))
+            top.print_help()
+            return 0
     except Exit as e:
         return e.status
     except Diverged as e:

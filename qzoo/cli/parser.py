@@ -5,6 +5,7 @@ parses with it."""
 
 import argparse
 import dataclasses
+import re
 import sys
 
 import qzoo.config as config_lib
@@ -38,6 +39,14 @@ class Parser(argparse.ArgumentParser):
         super().__init__(allow_abbrev=False, formatter_class=_Formatter, **kwargs)
 
     def error(self, message):
+        # A subcommand that is not one (qzoo dataset infoo): named, with what was meant.
+        wrong = re.match(r"argument (\S+): invalid choice: '?([^' ]*)'? \(choose from (.*)\)$",
+                         message)  # fmt: skip
+        if wrong and "|" in wrong[1]:
+            choices = [c.strip("' ") for c in wrong[3].split(",")]
+            hint = closest(wrong[2], choices)
+            raise UserError(f"{self.prog} needs {' or '.join(choices)}, got {wrong[2]!r}"
+                            + (f" (did you mean {hint[0]}?)" if hint else ""))  # fmt: skip
         # argparse's messages name options as "argument --seed/-s: ..."; keep the flag.
         if message.startswith("argument "):
             name, _, message = message[len("argument ") :].partition(": ")
@@ -107,10 +116,14 @@ def _join_negative_values(argv, parser):
     return out
 
 
-def parse(parser, argv, refused=None):
+def parse(parser, argv, refused=None, check=None):
     """{name: text} of the options given, refusing unknown ones with a suggestion, or
-    with the reason in `refused` ({option: why}) for options this command leaves out."""
+    with the reason in `refused` ({option: why}) for options this command leaves out.
+    `check` (of the options parsed) refuses a bad positional word, such as an unknown
+    command, before the words after it are blamed: the first mistake is named."""
     namespace, extra = parser.parse_known_args(_join_negative_values(argv, parser))
+    if check is not None and not (extra and argv and argv[0].startswith("-")):
+        check(vars(namespace))  # the word comes first: it is the first mistake
     if extra:
         first = extra[0]
         if not first.startswith("-"):

@@ -48,10 +48,9 @@ def build_config(agent, options, strict=False):
     given = list(options) if strict else None
     for name in options:
         if name not in FIELDS:
-            hint = closest(name, FIELDS)
+            hint = closest(flag(name), [flag(field) for field in FIELDS])
             raise UserError(
-                f"unknown option {flag(name)}"
-                + (f"; did you mean {flag(hint[0])}?" if hint else "")
+                f"unknown option {flag(name)}" + (f"; did you mean {hint[0]}?" if hint else "")
             )
     env = values_lib.parse(FIELDS["env"], options.pop("env", Config.env))
     domain, env, implied, note = environments.interpret(env)

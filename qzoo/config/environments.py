@@ -41,7 +41,7 @@ _PREPROCESSING = (
     "4 by default)"
 )
 _ACCEPTED = "an Atari game (pong, PongNoFrameskip-v4, ALE/Pong-v5), minatar/<game> or a "
-_ACCEPTED += "Gymnasium id with discrete actions"
+_ACCEPTED += "Gymnasium id with discrete actions and a Box observation"
 
 
 def _env_error(name, expected, hint=None):
@@ -62,13 +62,31 @@ def _gym_problem(name):
     except (gymnasium.error.Error, ImportError, OSError, TypeError, ValueError) as e:
         return f"an environment that can be made ({type(e).__name__}: {e})".split("\n")[0]
     try:
+        problems = []
         if not isinstance(env.action_space, gymnasium.spaces.Discrete):
-            return f"discrete actions, not {env.action_space}"
-        if not isinstance(env.observation_space, gymnasium.spaces.Box):
-            return f"a Box observation, not {env.observation_space}"
+            problems.append(f"discrete actions, not {env.action_space}")
+        observation = env.observation_space
+        if not isinstance(observation, gymnasium.spaces.Box):
+            what = ", one integer per state" if isinstance(
+                observation, gymnasium.spaces.Discrete) else ""  # fmt: skip
+            problems.append(f"a Box observation (an array), not {observation}{what}")
     finally:
         env.close()
-    return None
+    return " and ".join(problems) or None
+
+
+def _registered_version(name):
+    """The newest registered id of Gymnasium id `name`'s environment in another
+    version (Taxi-v4 for Taxi-v3, which Gymnasium 1.x deprecates), or None."""
+    from gymnasium.envs.registration import parse_env_id
+
+    try:
+        namespace, base, _ = parse_env_id(name)
+    except gymnasium.error.Error:
+        return None
+    versions = [(spec.version or 0, key) for key, spec in gymnasium.registry.items()
+                if spec.namespace == namespace and spec.name == base]  # fmt: skip
+    return max(versions)[1] if versions else None
 
 
 def _suggestion(name):
@@ -78,6 +96,15 @@ def _suggestion(name):
               if "/" not in k and not str(spec.entry_point).startswith("ale_py")]  # fmt: skip
     by_key = {k.lower(): k for k in known}
     hints = [by_key[k] for k in closest(name.lower(), by_key, n=6)]
+    # Also by the name without its version (acrobot: Acrobot-v1), and the family a
+    # longer name belongs to (MountainCarContinuous-v0: MountainCar-v0).
+    by_base = {}
+    for key in sorted(by_key, reverse=True):  # the newest version first
+        by_base.setdefault(re.sub(r"-v\d+$", "", key), []).append(by_key[key])
+    typed = re.sub(r"-v\d+$", "", name.lower())
+    hints += [h for base in closest(typed, by_base, n=6) for h in by_base[base]]
+    hints += [h for base in sorted(by_base, key=len, reverse=True)
+              if len(base) >= 4 and typed.startswith(base) for h in by_base[base]]  # fmt: skip
     return next((h for h in hints if "-v" not in h or _gym_problem(h) is None), None)
 
 
@@ -130,6 +157,13 @@ def interpret(name):
         if problem is not None:
             raise _env_error(name, problem, _suggestion(name))
         return "gym", name, {}, None
+    other = _registered_version(name)
+    if other is not None:  # an old version: say what is wrong with the one there is
+        problem = _gym_problem(other)
+        if problem is not None:
+            raise UserError(f"--env: bad value {shown(name)} ({other} in Gymnasium "
+                            f"{gymnasium.__version__}); expected {problem}")  # fmt: skip
+        raise _env_error(name, "a registered Gymnasium id", other)
     hint = _suggestion(match["game"] if match else name)
     raise _env_error(name, _ACCEPTED, hint)
 

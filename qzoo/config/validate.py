@@ -3,6 +3,7 @@ the relations between options (the core ones here, each feature's in config/rule
 and, for the options a user typed, whether they act at all."""
 
 import dataclasses
+import os
 
 from qzoo.config import rules as features
 from qzoo.errors import UserError, bad_value, flag, shown
@@ -13,6 +14,29 @@ def resolved_torso(config, domain):
     if config.torso != "auto":
         return config.torso
     return {"atari": "nature_cnn", "minatar": "minatar_cnn"}.get(domain, "mlp")
+
+
+def _fill_fixes(c):
+    """The values that would let the replay fill before the run ends (learning starts
+    once min_replay_size x action_repeats frames are in, fewer than the run's frames),
+    each alone: more frames, or a smaller replay or fraction where a batch still fits."""
+    fill = c.min_replay_size * c.action_repeats
+    fixes = (f"any one of these would do: --train-frames {fill // c.iterations + 1} or "
+             f"--iterations {fill // c.train_frames + 1} (or more)")  # fmt: skip
+    most = (c.iterations * c.train_frames - 1) // c.action_repeats  # the largest fill that fits
+    if most < c.batch_size:
+        return fixes
+    for digits in range(2, 18):  # the shortest fraction whose fill holds a batch and fits
+        fraction = float(f"{(most + 0.5) / c.replay_capacity:.{digits}g}")
+        if c.batch_size <= int(fraction * c.replay_capacity) <= most:
+            break
+    capacity = int((most + 1) / c.min_replay_capacity_fraction)
+    while int(c.min_replay_capacity_fraction * capacity) > most:
+        capacity -= 1  # int() of a product rounds either way: step down to fit
+    return (
+        f"{fixes}; --replay-capacity {capacity} or --min-replay-capacity-fraction "
+        f"{shown(fraction)} (or less)"
+    )
 
 
 def _relations(config, domain):
@@ -59,7 +83,7 @@ def _relations(config, domain):
          (f"--iterations x --train-frames ({c.iterations} x {c.train_frames} frames) more "
           f"than the {c.exploration_begin_frame} frames it takes to fill the replay to "
           f"--min-replay-capacity-fraction {c.min_replay_capacity_fraction} of "
-          f"--replay-capacity {c.replay_capacity} before learning starts")),
+          f"--replay-capacity {c.replay_capacity} before learning starts; {_fill_fixes(c)}")),
         # A ratio so low that no update falls due in the whole run would train nothing.
         (("replay_ratio", "iterations", "train_frames"),
          c.offline or c.replay_ratio == 0 or (c.iterations * c.train_frames
@@ -152,6 +176,23 @@ def _check_acts(config, domain, given):
             )
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def _check_threads(threads: int) -> None:
+    """Refuses more PyTorch threads than cores: OpenMP's threads then wait for each other
+    at every operation, and a run of seconds takes minutes."""
+    cores = usable_cores()
+    if threads > cores:
+        raise bad_value("threads", threads, f"0 (auto) or an integer in [1, {cores}]: at most "
+                        f"the {cores} cores this process may use")  # fmt: skip
+
+
 def validate(config, domain, given=None):
     """Raises UserError for the first bad value in `config` for an environment of
     `domain` (atari, minatar, gym): every field against its domain, then the relations
@@ -185,6 +226,8 @@ def validate(config, domain, given=None):
         from qzoo.config.rules.compression import require
 
         require(config.replay_compression)  # the codec's package, before any work
+    if "threads" in given:  # typed here, for this machine (a saved run may have had more)
+        _check_threads(config.threads)
     if given:
         _check_acts(config, domain, given)
     features.check_acting(config, given)

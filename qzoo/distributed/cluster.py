@@ -28,6 +28,7 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import time
 
 from qzoo.distributed.sweep import clock_ticks, stop_session_processes
@@ -52,17 +53,66 @@ def check_installed():
         raise UserError("--ray: Ray is not installed; install it with pip install 'qzoo[ray]'")
 
 
-def check_reachable(address):
-    """Refuses HOST:PORT when nothing listens there within CONNECT_TIMEOUT seconds."""
+# A gRPC client's first bytes (HTTP/2's preface and an empty SETTINGS frame): a Ray
+# GCS, a gRPC server, answers with a SETTINGS frame of its own at once.
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_SETTINGS = 4  # the frame type, a frame header's fourth byte
+
+
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Refuses HOST:PORT unless a gRPC server (a Ray cluster's GCS) answers there within
+    `timeout` seconds: nothing listening, or a server of another kind (Ray would retry
+    it for minutes, printing a warning every few seconds)."""
     host, _, port = address.rpartition(":")
+    deadline = time.monotonic() + timeout
     try:
-        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT):
-            pass
+        connection = socket.create_connection((host, int(port)), timeout=timeout)
     except OSError as e:
         raise UserError(
             f"--address {address}: no Ray cluster answers there ({e.strerror or e}); start "
             "one with `ray start --head` or leave --address out for a local instance"
         ) from None
+    answer: bytes | None = b""
+    with connection:
+        try:
+            connection.sendall(_HTTP2_HELLO)
+            received = b""
+            while len(received) < 9:
+                connection.settimeout(max(0.01, deadline - time.monotonic()))
+                chunk = connection.recv(9 - len(received))
+                if not chunk:
+                    break
+                received += chunk
+            answer = received
+        except TimeoutError:
+            answer = None
+        except OSError:  # reset by the server
+            pass
+    if answer is None or len(answer) < 9 or answer[3] != _SETTINGS:
+        waited = f"within {timeout:g} s" if answer is None else "(it closed the connection)"
+        raise UserError(
+            f"--address {address}: a server listens there but does not answer as a Ray "
+            f"cluster's GCS {waited}; give the head node's GCS port (`ray start --head "
+            "--port`, 6379 by default), or leave --address out for a local instance"
+        )
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Ray's C++ core writes its warnings (one every few seconds while it retries an
+    address) to file descriptor 2, past Python's logging: within, they go to a
+    temporary file and are dropped, so that a refusal stays one line."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
 
 
 def connect(config):
@@ -100,11 +150,11 @@ def connect(config):
             if config.address != "auto":
                 check_reachable(config.address)
             try:
-                with _own_sigterm():
+                with _own_sigterm(), _quiet_stderr():
                     ray.init(address=config.address, log_to_driver=False,
                              runtime_env=runtime_env, logging_level=logging.ERROR)  # fmt: skip
                 _stop_at_exit(ray, None)
-            except ConnectionError as e:
+            except (ConnectionError, TimeoutError) as e:
                 raise UserError(
                     f"--address {config.address}: {str(e).splitlines()[0]} (start one with "
                     "`ray start --head`, or leave --address out for a local instance)"

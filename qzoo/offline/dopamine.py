@@ -126,10 +126,21 @@ def read_array(path, attribute, out=None):
                     raise _corrupt(path, f"is truncated ({done} of {len(view)} data bytes)")
                 done += n
             if stream.read(1):
-                raise _corrupt(path, "has bytes after its array")
+                _more_than_its_array(stream, path)
     except (OSError, EOFError, zlib.error) as e:
         raise _unreadable(path, e) from None
     return out
+
+
+def _more_than_its_array(stream, path):
+    """Raises for a gzip stream that holds more than its NPY header says. Damaged
+    compressed bytes most often decode to too many: reading on to the end lets gzip's
+    checksum tell a corrupt file (OSError, EOFError or zlib.error, raised through) from
+    a sound one that holds extra bytes."""
+    while stream.read(_CHUNK):
+        pass
+    raise _corrupt(path, "has bytes after its array (a sound gzip file; its NPY header "
+                   "says fewer)")  # fmt: skip
 
 
 def _unreadable(path, error):
@@ -139,6 +150,10 @@ def _unreadable(path, error):
         return _corrupt(
             path, "is truncated (its gzip stream ends early: a copy or write cut short)"
         )
+    if isinstance(error, zlib.error) or "CRC check failed" in str(error) or (
+            "Incorrect length" in str(error)):  # fmt: skip
+        return _corrupt(path, f"is a corrupt or truncated gzip file ({error}: its bytes "
+                        "changed after it was written, a bad copy or disk)")  # fmt: skip
     return _corrupt(path, f"is not readable gzip ({error})")  # BadGzipFile is an OSError
 
 
@@ -157,8 +172,8 @@ def read_shape(path, attribute, whole=False):
                     done += len(chunk)
                 if done < total:
                     raise _corrupt(path, f"is truncated ({done} of {total} bytes)")
-                if done > total:
-                    raise _corrupt(path, "has bytes after its array")
+                if done > total:  # the whole stream was read: its checksum held
+                    _more_than_its_array(stream, path)
     except (OSError, EOFError, zlib.error) as e:
         raise _unreadable(path, e) from None
     return shape

@@ -57,14 +57,15 @@ class Words:
 
 
 def parse_tool(cls, argv, prog, usage, description, positional=None, shown=None,
-               needs="a run folder"):  # fmt: skip
+               needs="a run folder", check=None):  # fmt: skip
     """Parses `argv` for a tool whose options are the fields of dataclass `cls`.
 
     `positional`: the name of one required positional argument (the run folder), or
     None; `needs` says what it is when it is missing. `shown`: {field: text} for
     defaults that --help should describe in words (None defaults that mean "the
     run's"). Returns (the positional value, an instance of `cls`, the set of option
-    names the user gave). Raises UserError; --help raises the parser's early exit, which
+    names the user gave). `check`, of the positional value, refuses a bad one before
+    any word after it is blamed. Raises UserError; --help raises the parser's early exit, which
     cli/main.py turns into exit status 0."""
     from qzoo.cli import parser as cli
 
@@ -75,7 +76,9 @@ def parse_tool(cls, argv, prog, usage, description, positional=None, shown=None,
     defaults = dataclasses.asdict(cls())
     words = {name: Words(text) for name, text in (shown or {}).items()}
     cli.add_options(parser, fields, {**defaults, **words}, title=prog.split()[-1])
-    given = cli.parse(parser, argv)
+    given = cli.parse(
+        parser, argv, check=check and (lambda options: check(options.get(positional)))
+    )
     value = given.pop(positional, None) if positional else None
     if positional and value is None:
         raise UserError(f"{prog} needs {needs}; see {prog} --help")

@@ -1,6 +1,6 @@
 """`qzoo profile train|act|env`: where the time goes, and the throughput.
 
-  qzoo profile train|act|env [--game pong] [--agent dqn] [--steps N] [--num-envs N]
+  qzoo profile train|act|env [--env pong] [--agent dqn] [--steps N] [--num-envs N]
                              [--top N] [--profiler cprofile|torch] [--json]
 
 simple_dqn's three profiling scripts as one command, each N agent steps of a fresh
@@ -24,6 +24,7 @@ import io
 import json
 import os
 import pstats
+import re
 import sys
 import time
 
@@ -54,8 +55,8 @@ PARTS = {
 @dataclasses.dataclass
 class ProfileOptions:
     # fmt: off
-    game: str = option("pong", "profile", "the environment: an Atari game, minatar/<game> or "
-                       "a Gymnasium id", Text())
+    env: str = option("pong", "profile", "the environment: an Atari game, minatar/<game> or "
+                      "a Gymnasium id, as qzoo train's --env (--game: the same)", Text())
     agent: str = option("dqn", "profile", "the preset (train and act)",
                         Choice(*config_lib.PRESETS))
     steps: int = option(None, "profile", "agent steps timed, then profiled", Int(1, 10**7))
@@ -67,29 +68,36 @@ class ProfileOptions:
     # fmt: on
 
 
-def main(argv):
-    """`qzoo profile` (see the module docstring)."""
-    from qzoo.tools import args as args_lib
+# `--game`, the option's old name, still works: it is --env.
+_GAME = re.compile(r"^--game(?==|$)")
 
-    kind, opts, _ = args_lib.parse_tool(
-        ProfileOptions, argv, "qzoo profile", __doc__.split("\n\n")[1].strip(),
-        "Where the time goes in training, acting or the environment.", positional="kind",
-        needs="train, act or env", shown={"steps": "train 500, act 1000, env 2000"},
-    )  # fmt: skip
-    if kind not in KINDS:
+
+def _check_kind(kind):
+    """Refuses a kind other than train, act or env (before a word after it is blamed)."""
+    if kind is not None and kind not in KINDS:
         hint = closest(kind, KINDS)
         raise UserError(
             f"profile needs train, act or env, got {kind!r}"
             + (f" (did you mean {hint[0]}?)" if hint else "")
         )
+
+
+def main(argv):
+    """`qzoo profile` (see the module docstring)."""
+    from qzoo.tools import args as args_lib
+
+    argv = [_GAME.sub("--env", token) for token in argv]  # --game pong, --game=pong
+    kind, opts, _ = args_lib.parse_tool(
+        ProfileOptions, argv, "qzoo profile", __doc__.split("\n\n")[1].strip(),
+        "Where the time goes in training, acting or the environment.", positional="kind",
+        needs="train, act or env", shown={"steps": "train 500, act 1000, env 2000"},
+        check=_check_kind,
+    )  # fmt: skip
     # A replay just big enough to start learning after a short fill, DQN Zoo's cadence.
-    try:
-        config = config_lib.build_config(opts.agent, {
-            "env": opts.game, "num_envs": opts.num_envs, "device": "cpu",
-            "replay_capacity": 20_000 * opts.num_envs, "min_replay_capacity_fraction": 0.05,
-        })  # fmt: skip
-    except UserError as e:  # the env is this command's --game
-        raise UserError(str(e).replace("--env:", "--game:", 1)) from None
+    config = config_lib.build_config(opts.agent, {
+        "env": opts.env, "num_envs": opts.num_envs, "device": "cpu",
+        "replay_capacity": 20_000 * opts.num_envs, "min_replay_capacity_fraction": 0.05,
+    })  # fmt: skip
     threads.apply(config)
     steps = opts.steps or STEPS[kind]
     work = {"env": EnvWork, "act": ActWork, "train": TrainWork}[kind](config)

@@ -32,7 +32,7 @@ import sys
 
 from qzoo.config import option
 from qzoo.config.values import Bool, Int, Real, Text
-from qzoo.errors import UserError
+from qzoo.errors import UserError, closest
 from qzoo.tools.suite_jobs import choose_jobs, share_threads
 from qzoo.tools.suite_runs import Run, expand_games, names, parse_seeds, state
 from qzoo.tools.suite_scheduler import Scheduler
@@ -75,6 +75,10 @@ def main(argv):
         from qzoo.tools import suite_report
 
         return suite_report.main(argv[1:])
+    if argv and not argv[0].startswith("-"):  # a misspelt report, before its options
+        hint = closest(argv[0], ["report"])
+        raise UserError(f"suite takes options or report first, got {argv[0]!r}"
+                        + (f" (did you mean {hint[0]}?)" if hint else ""))  # fmt: skip
     own, extra = split_argv(argv)
     from qzoo.tools.args import parse_tool
 

@@ -17,6 +17,7 @@ from qzoo.errors import flag, shown
 
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 CARTPOLE = ["--env", "CartPole-v1"]
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 # (argv after `qzoo`, a fragment of the error line that names the bad value)
 TRAIN = [
@@ -179,6 +180,16 @@ TRAIN = [
     (["train", "dqn", "--env", "MountainCarContinuous-v0"], "expected discrete actions"),
     (["train", "dqn", "--env", "minatar/breakot"], "did you mean minatar/breakout?"),
     (["train", "dqn", "--env", "cartpole-v1"], "did you mean CartPole-v1?"),
+    # A Discrete observation is what Taxi lacks (its actions are discrete), whether this
+    # Gymnasium registers Taxi-v3 or, as 1.x, Taxi-v4 in its place.
+    (["train", "dqn", "--env", "Taxi-v3"],
+     "expected a Box observation (an array), not Discrete(500), one integer per state"),
+    (["train", "dqn", "--env", "FrozenLake-v1"], "FrozenLake-v1; expected a Box observation"),
+    # Suggestions that mean the option (an alias), not one that shares letters.
+    (["train", "dqn", "--lr", "1e-4"], "unknown option --lr; did you mean --learning-rate?"),
+    (["train", "dqn", "--game", "pong"], "unknown option --game; did you mean --env?"),
+    (["train", "dqn", "--threads", "1000"],
+     f"--threads: bad value 1000; expected 0 (auto) or an integer in [1, {CORES}]"),
 ]  # fmt: skip
 
 BENCH = [
@@ -201,6 +212,12 @@ BENCH = [
     (["bench", "train", "--learnig-rate", "1"], "did you mean --learning-rate?"),
     pytest.param(["bench", "train", "--device", "cuda"], "--device: bad value cuda", marks=NO_GPU),
     (["frobnicate"], "unknown command 'frobnicate'"),
+    (["trian", "dqn"], "unknown command 'trian'; expected train, agents"),
+    (["trian", "--env", "pong"], "(did you mean train?)"),
+    (["--acting", "x"], "unknown option --acting"),  # the first mistake comes first
+    (["dataset", "infoo", "x"], "qzoo dataset needs info or convert, got 'infoo' (did you mean"),
+    (["suite", "reprt", "x"], "suite takes options or report first, got 'reprt' (did you mean"),
+    (["bench", "train", "--lr", "1"], "unknown option --lr; did you mean --learning-rate?"),
     (["--versio"], "unknown option --versio; did you mean --version?"),
 ]  # fmt: skip
 
@@ -233,6 +250,12 @@ def test_the_battery_is_large():
         (["train", "dqn", "--iterations", "1e30"], "--iterations: bad value 1e30"),
         (["bench", "train", "--vmax", "-inf"], "--vmax: bad value -inf"),
         (["train", "c51", "--grad-error-bound", "0.5"], "--grad-error-bound: bad value 0.5"),
+        # The commands, literally.
+        (["trian", "dqn"], "unknown command 'trian'; expected train, agents, bench"),
+        (["train", "dqn", "--lr", "1e-4"], "unknown option --lr; did you mean --learning-rate?"),
+        (["profile", "act", "--evn", "pong"], "unknown option --evn; did you mean --env?"),
+        (["train", "dqn", "--env", "Taxi-v3"], "not Discrete(500), one integer per state"),
+        (["train", "dqn", "--threads", "1000"], "--threads: bad value 1000; expected 0 (auto)"),
     ],
 )
 def test_bad_input_in_a_real_process(argv, fragment, tmp_path):

@@ -189,6 +189,14 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow
+def test_the_address_probe_passes_a_real_gcs(local_ray):
+    """A Ray GCS answers the probe's HTTP/2 opening (tests/distributed/test_address_probe.py)."""
+    from qzoo.distributed import cluster
+
+    cluster.check_reachable(ray.get_runtime_context().gcs_address, timeout=5.0)
+
+
 def _rows(run_dir):
     with open(run_dir / "results.csv") as f:
         return list(csv.DictReader(f))

@@ -112,6 +112,8 @@ def test_files_are_npy_v1_exactly_as_numpy_saves_them(tmp_path):
         ("float64", "has dtype float64, not int32"),
         ("truncated", "is truncated"),
         ("object", "holds Python objects"),
+        ("extra", "has bytes after its array (a sound gzip file; its NPY header says fewer)"),
+        ("corrupt", "is a corrupt or truncated gzip file (CRC check failed"),
     ],
 )
 def test_bad_files_are_one_line_naming_the_file(tmp_path, content, problem):
@@ -123,6 +125,14 @@ def test_bad_files_are_one_line_naming_the_file(tmp_path, content, problem):
         dopamine.write_array(path, np.zeros(20, np.float64))
     elif content == "truncated":
         path.write_bytes(gzip.compress(gzip.decompress(path.read_bytes())[:-7]))
+    elif content == "extra":
+        path.write_bytes(gzip.compress(gzip.decompress(path.read_bytes()) + b"more"))
+    elif content == "corrupt":  # the last data byte changed: the checksum catches it
+        data = bytearray(gzip.decompress(path.read_bytes()))
+        data[-1] ^= 1
+        packed = bytearray(gzip.compress(bytes(data)))
+        packed[-8:-4] = gzip.compress(gzip.decompress(path.read_bytes()))[-8:-4]  # old CRC
+        path.write_bytes(bytes(packed))
     elif content == "object":
         buffer = io.BytesIO()
         np.lib.format.write_array(buffer, np.array([{}], object), allow_pickle=True)

@@ -116,6 +116,18 @@ def truncate_frames(folder):
     return path
 
 
+def corrupt_frames(folder):
+    """Bits flipped inside the compressed data, the trailer intact (a bad copy or disk):
+    the data most often decode to more bytes than the header says, then fail gzip's
+    checksum; once the message blamed the extra bytes."""
+    path = logs_file(folder, "observation", 1)
+    data = bytearray(path.read_bytes())
+    for i in range(len(data) // 3, len(data) // 3 + 64, 4):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+    return path
+
+
 def garble_actions(folder):
     path = logs_file(folder, "action", 2)
     path.write_bytes(b"not gzip at all")
@@ -137,6 +149,24 @@ def test_a_failed_conversion_is_one_line_and_writes_nothing(dataset, tmp_path, c
     assert main(["dataset", "convert", str(dataset), str(tmp_path / "q"), "--to", "qzoo"]) == 2
     one_error_line(capsys.readouterr().err, str(path), problem)
     assert not (tmp_path / "q").exists()
+
+
+def test_a_corrupt_file_is_named_as_corrupt_gzip_and_nothing_is_kept(dataset, tmp_path, capsys):
+    """Its length is intact, so the check before converting passes; the conversion meets
+    it, after its note or progress lines, and names it as a corrupt gzip file."""
+    path = corrupt_frames(dataset)
+    problem = "is a corrupt or truncated gzip file (CRC check failed"
+    assert main(["dataset", "convert", str(dataset), str(tmp_path / "q"), "--to", "qzoo"]) == 2
+    *progress, error = capsys.readouterr().err.splitlines()  # checkpoint 0 -> ...
+    assert all(line.startswith("checkpoint ") for line in progress) and "bytes after" not in error
+    one_error_line(error + "\n", str(path), problem)
+    assert not (tmp_path / "q").exists() or os.listdir(tmp_path / "q") == []
+    run_dir = tmp_path / "run"
+    assert main([*TRAIN, "--offline", str(dataset), "--run-dir", str(run_dir)]) == 2
+    note, error = capsys.readouterr().err.splitlines()
+    assert note.startswith("offline: converting ") and "bytes after" not in error
+    one_error_line(error + "\n", str(path), problem)
+    assert not run_dir.exists()  # (the copy has no manifest: the next start redoes it whole)
 
 
 def test_a_multi_member_gzip_file_is_read_whole_not_refused(tmp_path):

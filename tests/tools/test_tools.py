@@ -238,7 +238,7 @@ def test_record_without_imageio_names_the_extra(cartpole, monkeypatch, capsys):
 @pytest.mark.parametrize("kind, game", [("env", "pong"), ("act", "minatar/breakout"),
                                         ("train", "CartPole-v1")])  # fmt: skip
 def test_profile_shows_where_the_time_goes(kind, game, capsys):
-    assert main(["profile", kind, "--game", game, "--steps", "100", "--json", "--top", "5"]) == 0
+    assert main(["profile", kind, "--env", game, "--steps", "100", "--json", "--top", "5"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["kind"] == kind and result["steps"] == 100 and result["steps_per_second"] > 0
     assert 0 < len(result["top"]) <= 5 and set(result["shares"]) == {
@@ -246,17 +246,19 @@ def test_profile_shows_where_the_time_goes(kind, game, capsys):
     }  # fmt: skip
     busiest = {"env": "env", "act": "act", "train": "learn"}[kind]
     assert result["shares"][busiest] > 0.2
-    assert main(["profile", kind, "--game", game, "--steps", "20", "--top", "3"]) == 0
+    assert main(["profile", kind, "--env", game, "--steps", "20", "--top", "3"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"profile {kind}: dqn on {game}") and "steps/s" in out[1]
     assert out[2].startswith("time by part") and len(out) == 7
 
 
 def test_profile_with_the_torch_profiler(capsys):
+    # --game, profile's old name for --env, still works.
     argv = ["profile", "act", "--game", "CartPole-v1", "--steps", "20", "--profiler", "torch"]
     assert main(argv + ["--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["shares"] is None and any("aten::" in r["function"] for r in result["top"])
+    assert result["env"] == "CartPole-v1"
 
 
 # ---- bad input ---------------------------------------------------------------------
@@ -298,7 +300,10 @@ BAD = [
     (["profile"], "qzoo profile needs train, act or env"),
     (["profile", "trian"], "got 'trian' (did you mean train?)"),
     (["profile", "env", "--steps", "0"], "--steps: bad value 0"),
-    (["profile", "env", "--game", "ponng"], "--game: bad value ponng; expected"),
+    (["profile", "env", "--game", "ponng"], "--env: bad value ponng; expected"),
+    (["profile", "env", "--env", "ponng"], "--env: bad value ponng; expected"),
+    (["profile", "act", "--evn", "pong"], "unknown option --evn; did you mean --env?"),
+    (["profile", "trian", "x"], "got 'trian' (did you mean train?)"),
     (["profile", "env", "--profiler", "gprof"], "--profiler: bad value gprof"),
     (["profile", "train", "--agent", "rainbw"], "--agent: bad value rainbw"),
 ]  # fmt: skip
