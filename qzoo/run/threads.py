@@ -20,20 +20,12 @@ import sys
 import tempfile
 import time
 
-from qzoo.config.validate import resolved_torso
+from qzoo.config.validate import resolved_torso, usable_cores
 
 MOST = 4  # auto's largest count
 WINDOW = 0.25  # seconds between the two reads of /proc/stat
 BIG = ("nature_cnn", "dopamine_cnn")  # the torsos whose operations are worth sharing
 LOCK = os.path.join(tempfile.gettempdir(), "qzoo-threads.lock")  # see one_at_a_time
-
-
-def usable_cores():
-    """Cores this process may run on (affinity and cgroup-limited sets included)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def one_thread(config):
