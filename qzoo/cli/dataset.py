@@ -39,6 +39,9 @@ def main(argv):
                          help="rlu: RL Unplugged's Atari TFRecord files of one run (a folder, a "
                          "file, or a prefix such as Pong/run_1), read without TensorFlow; "
                          "--to qzoo by default")  # fmt: skip
+    convert.add_argument("--workers", type=int, choices=range(1, 257), metavar="N",
+                         help="with --from rlu: processes decoding the PNG frames (default: "
+                         "the usable cores less one, at most 8)")  # fmt: skip
     options = parse(parser, argv)
     if options.get("command") is None:
         raise UserError("dataset needs a command; expected info or convert")
@@ -62,10 +65,12 @@ def main(argv):
         dst = options["dst"]
         if options["to"] is None and options["source"] is None:
             raise UserError("convert needs --to qzoo or --to dopamine (or --from rlu)")
+        if options["workers"] is not None and options["source"] != "rlu":
+            raise UserError("convert --workers: only with --from rlu (decoding its frames)")
         _check_empty_destination(dst)
         try:
             if options["source"] == "rlu":
-                _from_rlu(options["src"], dst, options["to"] or "qzoo")
+                _from_rlu(options["src"], dst, options["to"] or "qzoo", options["workers"])
             else:
                 (to_qzoo if options["to"] == "qzoo" else to_dopamine)(options["src"], dst)
         except BaseException:  # a file corrupt inside (CRC) shows only while converting
@@ -75,14 +80,14 @@ def main(argv):
             raise
 
 
-def _from_rlu(src, dst, to):
+def _from_rlu(src, dst, to, workers):
     """RL Unplugged's files into the qzoo layout in `dst`, or with `to` dopamine through
     a staging copy in it, removed after."""
     if to == "qzoo":
-        from_rlu(src, dst)
+        from_rlu(src, dst, workers)
         return
     staging = os.path.join(dst, ".rlu-staging")
-    from_rlu(src, staging)
+    from_rlu(src, staging, workers)
     to_dopamine(staging, dst)
     shutil.rmtree(staging)
 

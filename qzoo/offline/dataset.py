@@ -148,10 +148,10 @@ def to_qzoo(src, dst, quiet=False, announce=None):
     )
 
 
-def from_rlu(src, dst):
+def from_rlu(src, dst, workers=None):
     """Converts an RL Unplugged Atari run (rlu.py) into the qzoo layout in `dst`, the
     manifest written last (so an interrupted conversion is redone whole)."""
-    converted = rlu.convert(src, dst)
+    converted = rlu.convert(src, dst, workers=workers)
     manifest = {"format": QZOO_FORMAT, "checkpoints": converted["checkpoints"], "sources": {},
                 "from": "rlu", "rlu": converted["rlu"]}  # fmt: skip
     atomic_write(

@@ -150,6 +150,7 @@ class _Checkpoint:
         self.rows, self.sorted, self.ended = 0, True, 0
 
     def add(self, ep: dict, frames: np.ndarray, ended: bool):
+        """Appends an episode's rows (its frames [T, H, W] decoded)."""
         if self.frames is None:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             self.frames = GrowingNpy(self.path + ".tmp", frames.shape[1:])
@@ -198,45 +199,83 @@ class _Checkpoint:
                 "transitions": self.rows - (STACK - 1) * len(ids)}  # fmt: skip
 
 
-def convert(src: str, dst: str, quiet: bool = False) -> dict:
+def decoded(job: tuple[bytes, str]) -> dict:
+    """episode() of a (record, where) job, its PNG frames decoded into `frames`
+    [T, H, W] (run in worker processes)."""
+    record, where = job
+    ep = episode(record, where)
+    ep["frames"] = np.stack([decode_png(png, f"{where}, step {i}")
+                             for i, png in enumerate(ep.pop("observation"))])  # fmt: skip
+    ep["where"] = where
+    return ep
+
+
+def _episodes(files: list[str], workers: int):
+    """decoded() of every record of `files`, in file order: by `workers` processes at
+    most 4 records each ahead of the one being written, so memory stays bounded."""
+    jobs = ((record, f"{path}: record {i}")
+            for path in files for i, record in enumerate(tfrecord.records(path)))  # fmt: skip
+    if workers <= 1:
+        yield from map(decoded, jobs)
+        return
+    import collections
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        pending: collections.deque = collections.deque()
+        for job in jobs:
+            pending.append(pool.apply_async(decoded, (job,)))
+            if len(pending) >= 4 * workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+
+def default_workers() -> int:
+    """Processes decoding frames by default: the usable cores less one, at most 8."""
+    return max(1, min(8, len(os.sched_getaffinity(0)) - 1))
+
+
+def convert(src: str, dst: str, quiet: bool = False, workers: int | None = None) -> dict:
     """Converts the RL Unplugged run `src` (find_files) into the qzoo layout in `dst`
-    (a new or empty folder); returns the manifest written last."""
+    (a new or empty folder), decoding frames in `workers` processes (default_workers);
+    returns the manifest written last."""
     from qzoo.terminal import progress_bar
 
+    workers = default_workers() if workers is None else workers
     files = find_files(src)
     os.makedirs(dst, exist_ok=True)
     checkpoints: dict[int, _Checkpoint] = {}
     seen: dict[tuple[int, int], str] = {}
     frame_shape = None
     bar = progress_bar(len(files), "converting", "file")
-    for path in files:
-        for index, record in enumerate(tfrecord.records(path)):
-            where = f"{path}: record {index}"
-            ep = episode(record, where)
-            key = (ep["checkpoint"], ep["episode"])
-            if key in seen:
-                raise UserError(f"{where}: episode {key[1]} of checkpoint {key[0]} again "
-                                f"(first in {seen[key]}); expected each episode once")  # fmt: skip
-            seen[key] = where
-            if ep["checkpoint"] < 0:
-                raise UserError(f"{where}: checkpoint {ep['checkpoint']}; expected >= 0")
-            frames = np.stack([decode_png(png, f"{where}, step {i}")
-                               for i, png in enumerate(ep["observation"])])  # fmt: skip
-            if frame_shape is None:
-                frame_shape = frames.shape[1:]
-            elif frames.shape[1:] != frame_shape:
-                raise UserError(f"{where}: frames of shape {frames.shape[1:]}, earlier ones "
-                                f"{frame_shape}; expected one shape")  # fmt: skip
-            if len(frames) < 2:
-                continue  # a single observation: no transition
-            suffix = ep["checkpoint"]
-            if suffix not in checkpoints:
-                checkpoints[suffix] = _Checkpoint(os.path.join(dst, f"ckpt.{suffix}", "frames"))
-            checkpoints[suffix].add(ep, frames, ep["ended"])
-        if bar is not None:
-            bar.update(1)
-        elif not quiet:
-            print(f"{path}: read", file=sys.stderr)
+    done = None  # the file of the last episode read
+    for ep in _episodes(files, workers):
+        where, frames = ep["where"], ep["frames"]
+        path = where.rsplit(": record ", 1)[0]
+        if path != done and done is not None:
+            _read(bar, done, quiet)
+        done = path
+        key = (ep["checkpoint"], ep["episode"])
+        if key in seen:
+            raise UserError(f"{where}: episode {key[1]} of checkpoint {key[0]} again "
+                            f"(first in {seen[key]}); expected each episode once")  # fmt: skip
+        seen[key] = where
+        if ep["checkpoint"] < 0:
+            raise UserError(f"{where}: checkpoint {ep['checkpoint']}; expected >= 0")
+        if frame_shape is None:
+            frame_shape = frames.shape[1:]
+        elif frames.shape[1:] != frame_shape:
+            raise UserError(f"{where}: frames of shape {frames.shape[1:]}, earlier ones "
+                            f"{frame_shape}; expected one shape")  # fmt: skip
+        if len(frames) < 2:
+            continue  # a single observation: no transition
+        suffix = ep["checkpoint"]
+        if suffix not in checkpoints:
+            checkpoints[suffix] = _Checkpoint(os.path.join(dst, f"ckpt.{suffix}", "frames"))
+        checkpoints[suffix].add(ep, frames, ep["ended"])
+    if done is not None:
+        _read(bar, done, quiet)
     if bar is not None:
         bar.close()
     if not checkpoints:
@@ -246,3 +285,10 @@ def convert(src: str, dst: str, quiet: bool = False) -> dict:
     return {"checkpoints": sorted(checkpoints), "rlu": {
         "files": [os.path.basename(f) for f in files], "capacity": capacity,
         "checkpoints": summary}}  # fmt: skip
+
+
+def _read(bar, path, quiet):
+    if bar is not None:
+        bar.update(1)
+    elif not quiet:
+        print(f"{path}: read", file=sys.stderr)

@@ -94,6 +94,16 @@ def test_each_layout_converts_to_the_same_rows(tmp_path, name):
     assert storage.valid_count() == {"v2": 10}.get(name, 12)
 
 
+def test_frames_decoded_by_worker_processes_keep_their_order(tmp_path):
+    one = convert(tmp_path, "v2", "--workers", "1")
+    shutil.move(one, tmp_path / "one")
+    two = convert(tmp_path, "v2", "--workers", "2")  # episodes out of order in the files
+    for suffix in (0, 1):
+        for name in ("observation.npy", "action.npy", "reward.npy", "terminal.npy"):
+            a, b = (folder / f"ckpt.{suffix}" / name for folder in (tmp_path / "one", two))
+            assert a.read_bytes() == b.read_bytes(), (suffix, name)
+
+
 def test_on_to_dopamine_files(tmp_path):
     dst = convert(tmp_path, "ordered", "--to", "dopamine")
     assert sorted(os.listdir(dst)) == sorted(dopamine.file_name(a, s) for a in dopamine.DTYPES
@@ -150,6 +160,9 @@ def test_sources_that_cannot_be_converted_are_refused_in_one_line(tmp_path, caps
     assert "2 runs" in capsys.readouterr().err
     assert main(["dataset", "convert", str(two), str(tmp_path / "o")]) == 2
     assert "--to" in capsys.readouterr().err
+    assert main(["dataset", "convert", str(two), str(tmp_path / "o"), "--to", "qzoo",
+                 "--workers", "2"]) == 2  # fmt: skip
+    assert "only with --from rlu" in capsys.readouterr().err
 
 
 def test_offline_training_on_the_converted_dataset(tmp_path, capsys):
