@@ -32,6 +32,7 @@ import io
 import os
 import re
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -66,8 +67,10 @@ def find_files(src: str) -> list[str]:
     runs: dict[str, list] = {}
     for name in names:
         match = _SHARD.match(name)
-        run = match and _SPLIT.sub("", match["prefix"])  # a prepared dataset's splits: one run
-        if match and (prefix is None or run == prefix):
+        if match is None:
+            continue
+        run = _SPLIT.sub("", match["prefix"])  # a prepared dataset's splits: one run
+        if prefix is None or run == prefix:
             runs.setdefault(run, []).append((match["prefix"], int(match["shard"]), name))
     if not runs and prefix is not None:
         raise UserError(f"convert --from rlu: {src}: no such file or folder, nor shards "
@@ -99,7 +102,7 @@ def episode(record: bytes, where: str) -> dict:
                         "atari/ files), which keeps no episode order; expected an episode of "
                         "atari_episodes_ordered/ or atari_episodes_v2/")  # fmt: skip
     prepared = int(any(name.startswith("steps/") for name in features))
-    out = {}
+    out: dict[str, Any] = {}
     for key, names in _FIELDS.items():
         out[key] = features.get(names[prepared])
     if out["clipped_reward"] is None and out["reward"] is not None:
@@ -143,17 +146,15 @@ class _Checkpoint:
     """One checkpoint's rows as they arrive: frames streamed into a growing NPY file,
     the small arrays kept per episode, and where each episode's rows start."""
 
-    def __init__(self, path: str):
-        self.path, self.frames = path, None
+    def __init__(self, path: str, frame_shape: tuple):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.path, self.frames = path, GrowingNpy(path + ".tmp", frame_shape)
         self.episodes: list[tuple[int, int, int]] = []  # (episode id, first row, rows)
         self.small: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.rows, self.sorted, self.ended = 0, True, 0
 
     def add(self, ep: dict, frames: np.ndarray, ended: bool):
         """Appends an episode's rows (its frames [T, H, W] decoded)."""
-        if self.frames is None:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self.frames = GrowingNpy(self.path + ".tmp", frames.shape[1:])
         if self.episodes and ep["episode"] < self.episodes[-1][0]:
             self.sorted = False
         n = len(frames) - 1  # the final observation is not stored
@@ -272,7 +273,8 @@ def convert(src: str, dst: str, quiet: bool = False, workers: int | None = None)
             continue  # a single observation: no transition
         suffix = ep["checkpoint"]
         if suffix not in checkpoints:
-            checkpoints[suffix] = _Checkpoint(os.path.join(dst, f"ckpt.{suffix}", "frames"))
+            path = os.path.join(dst, f"ckpt.{suffix}", "frames")
+            checkpoints[suffix] = _Checkpoint(path, frames.shape[1:])
         checkpoints[suffix].add(ep, frames, ep["ended"])
     if done is not None:
         _read(bar, done, quiet)
