@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from qzoo.errors import UserError
+from qzoo.files import atomic_write
 from qzoo.offline import tfrecord
 from qzoo.offline.npy_file import GrowingNpy
 from qzoo.offline.tf_example import parse_example
@@ -122,8 +123,12 @@ def episode(record: bytes, where: str) -> dict:
     out["checkpoint"], out["episode"] = int(out["checkpoint"][0]), int(out["episode"][0])
     # Ended in a terminal state (its last discount 0, or tensorflow_datasets' is_terminal),
     # for the summary only: the last row is terminal either way.
-    last = features.get("steps/is_terminal" if prepared else "discounts")
-    out["ended"] = last is not None and len(last) > 0 and bool(last[-1] != 0) == bool(prepared)
+    if prepared:
+        last = features.get("steps/is_terminal")
+        out["ended"] = last is not None and len(last) > 0 and bool(last[-1])
+    else:
+        last = features.get("discounts")
+        out["ended"] = last is not None and len(last) > 0 and bool(last[-1] == 0)
     return out
 
 
@@ -189,8 +194,6 @@ class _Checkpoint:
         arrays["invalid_range"] = np.array(
             [(add_count - 1 + j) % capacity for j in range(1 + STACK)], np.int64
         )  # batch_rl's logger: cursor - n .. cursor + K - 1, with n = 1
-        from qzoo.files import atomic_write
-
         for name, array in arrays.items():
             atomic_write(os.path.join(folder, f"{name}.npy"),
                          lambda f, a=array: np.lib.format.write_array(f, a, allow_pickle=False))  # fmt: skip
@@ -212,8 +215,9 @@ def decoded(job: tuple[bytes, str]) -> dict:
 
 
 def _episodes(files: list[str], workers: int):
-    """decoded() of every record of `files`, in file order: by `workers` processes at
-    most 4 records each ahead of the one being written, so memory stays bounded."""
+    """decoded() of every record of `files`, in file order: by `workers` processes, at
+    most `workers` + 2 episodes ahead of the one being written, so memory stays bounded
+    (a long Atari episode decodes to a few hundred MB)."""
     jobs = ((record, f"{path}: record {i}")
             for path in files for i, record in enumerate(tfrecord.records(path)))  # fmt: skip
     if workers <= 1:
@@ -226,7 +230,7 @@ def _episodes(files: list[str], workers: int):
         pending: collections.deque = collections.deque()
         for job in jobs:
             pending.append(pool.apply_async(decoded, (job,)))
-            if len(pending) >= 4 * workers:
+            if len(pending) >= workers + 2:
                 yield pending.popleft().get()
         while pending:
             yield pending.popleft().get()

@@ -5,6 +5,7 @@ every number below is worked out from that script's formulas."""
 import gzip
 import json
 import os
+import pathlib
 import shutil
 
 import numpy as np
@@ -139,6 +140,13 @@ def test_a_flipped_byte_is_refused_by_the_crc(tmp_path, capsys):
         f.write(bytes(data[:150]))
     assert main(["dataset", "convert", str(bad), str(dst), "--from", "rlu"]) == 2
     assert "ends inside record 0" in capsys.readouterr().err
+    # A flipped byte in the compressed file itself: gzip's CRC (or inflate) refuses it.
+    raw = bytearray(pathlib.Path(source).read_bytes())
+    raw[len(raw) // 2] ^= 0x40
+    (bad / "run_1-00000-of-00001").write_bytes(bytes(raw))
+    assert main(["dataset", "convert", str(bad), str(dst), "--from", "rlu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "run_1-00000-of-00001" in err and "\n" not in err, err
 
 
 def test_sources_that_cannot_be_converted_are_refused_in_one_line(tmp_path, capsys):
