@@ -72,7 +72,8 @@ def info(folder, stack=None):
     mapped = load_qzoo(folder) if qzoo else None
     found = sorted(mapped) if qzoo else dopamine.suffixes(folder)
     if not found:
-        raise UserError(f"{folder} holds no DQN Replay Dataset checkpoint (six *_ckpt.N.gz files)")
+        raise UserError(f"{folder} holds no DQN Replay Dataset checkpoint (six *_ckpt.N.gz "
+                        f"files){rlu.conversion_hint(folder)}")  # fmt: skip
     load = mapped.__getitem__ if qzoo else functools.partial(_small_arrays, folder, whole=True)
     logged = None if stack else dopamine.logged_stack(load(s) for s in found)  # a first pass
     stack, stack_from = ((stack, "option") if stack else (logged, "files") if logged

@@ -54,6 +54,17 @@ _FIELDS = {"observation": ("observations", "steps/observation"),
            "episode": ("episode_idx", "episode_id")}  # fmt: skip
 
 
+def conversion_hint(folder: str) -> str:
+    """'; it holds RL Unplugged's files: ...' when `folder` holds TFRecord shards (for
+    messages that find no DQN Replay Dataset there), else ''."""
+    try:
+        found = any(_SHARD.match(name) for name in os.listdir(folder))
+    except OSError:
+        return ""
+    return (f"; it holds TFRecord shards (RL Unplugged's?): convert them first with `qzoo "
+            f"dataset convert {folder} DST --from rlu` and use DST" if found else "")  # fmt: skip
+
+
 def find_files(src: str) -> list[str]:
     """The TFRecord shards of one run that `src` names (a file, a folder holding one run's
     shards, or a prefix such as `Pong/run_1`), in shard order."""

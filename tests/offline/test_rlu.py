@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from qzoo.cli.main import main
+from qzoo.errors import UserError
 from qzoo.offline import dopamine
 from qzoo.offline.dataset import load_qzoo
 from qzoo.offline.storage import DatasetStorage
@@ -171,6 +172,34 @@ def test_sources_that_cannot_be_converted_are_refused_in_one_line(tmp_path, caps
     assert main(["dataset", "convert", str(two), str(tmp_path / "o"), "--to", "qzoo",
                  "--workers", "2"]) == 2  # fmt: skip
     assert "only with --from rlu" in capsys.readouterr().err
+
+
+def test_unclipped_rewards_are_clipped_where_no_clipped_field_is_stored():
+    from qzoo.offline.rlu import episode
+    from qzoo.offline.tf_example import messages
+
+    example = messages()["Example"]()
+    features = example.features.feature
+    features["steps/observation"].bytes_list.value.extend([b"a", b"b", b"c"])
+    features["steps/action"].int64_list.value.extend([2, 0, 0])
+    features["steps/reward"].float_list.value.extend([-4.0, 0.25, 0.0])
+    features["steps/is_terminal"].int64_list.value.extend([0, 0, 1])
+    features["checkpoint_id"].int64_list.value.append(7)
+    features["episode_id"].int64_list.value.append(3)
+    ep = episode(example.SerializeToString(), "here")
+    assert ep["clipped_reward"].tolist() == [-1.0, 0.25, 0.0]
+    assert (ep["checkpoint"], ep["episode"], ep["ended"]) == (7, 3, True)
+    del features["steps/reward"]
+    with pytest.raises(UserError, match="here: no steps/clipped_reward feature"):
+        episode(example.SerializeToString(), "here")
+
+
+def test_the_unconverted_files_are_refused_with_the_command_that_converts_them(capsys):
+    folder = os.path.join(FIXTURES, "ordered", "Pong")
+    assert main(["train", "offline_dqn", "--env", "pong", "--offline", folder]) == 2
+    assert f"qzoo dataset convert {folder} DST --from rlu" in capsys.readouterr().err
+    assert main(["dataset", "info", folder]) == 2
+    assert "--from rlu" in capsys.readouterr().err
 
 
 def test_offline_training_on_the_converted_dataset(tmp_path, capsys):
