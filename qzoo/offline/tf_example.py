@@ -1,4 +1,4 @@
-"""tf.train.Example and tf.train.SequenceExample parsed without TensorFlow.
+"""tf.train.Example parsed without TensorFlow (and its SequenceExample defined beside it).
 
 The messages are TensorFlow's feature.proto and example.proto (package `tensorflow`,
 field numbers as there), built at run time with the protobuf package into a pool of
@@ -91,14 +91,3 @@ def parse_example(data: bytes) -> dict:
     example = messages()["Example"]()
     example.ParseFromString(data)
     return {name: feature_values(f) for name, f in example.features.feature.items()}
-
-
-def parse_sequence_example(data: bytes) -> tuple[dict, dict]:
-    """({name: values} of the context, {name: [values per step]}) of a serialized
-    tf.train.SequenceExample."""
-    example = messages()["SequenceExample"]()
-    example.ParseFromString(data)
-    context = {name: feature_values(f) for name, f in example.context.feature.items()}
-    steps = {name: [feature_values(f) for f in fl.feature]
-             for name, fl in example.feature_lists.feature_list.items()}  # fmt: skip
-    return context, steps
