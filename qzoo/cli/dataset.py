@@ -41,7 +41,7 @@ def main(argv):
                          "--to qzoo by default")  # fmt: skip
     convert.add_argument("--workers", type=int, choices=range(1, 257), metavar="N",
                          help="with --from rlu: processes decoding the PNG frames (default: "
-                         "the usable cores less one, at most 8)")  # fmt: skip
+                         "the usable cores less one, at most 8; 1 for files under 32 MB)")  # fmt: skip
     options = parse(parser, argv)
     if options.get("command") is None:
         raise UserError("dataset needs a command; expected info or convert")

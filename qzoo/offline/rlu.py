@@ -247,8 +247,11 @@ def _episodes(files: list[str], workers: int):
             yield pending.popleft().get()
 
 
-def default_workers() -> int:
-    """Processes decoding frames by default: the usable cores less one, at most 8."""
+def default_workers(files: list[str]) -> int:
+    """Processes decoding frames by default: the usable cores less one, at most 8; one
+    for files under 32 MB in all, which starting processes would only slow."""
+    if sum(os.path.getsize(f) for f in files) < 32 << 20:
+        return 1
     return max(1, min(8, len(os.sched_getaffinity(0)) - 1))
 
 
@@ -258,8 +261,8 @@ def convert(src: str, dst: str, quiet: bool = False, workers: int | None = None)
     returns the manifest written last."""
     from qzoo.terminal import progress_bar
 
-    workers = default_workers() if workers is None else workers
     files = find_files(src)
+    workers = default_workers(files) if workers is None else workers
     os.makedirs(dst, exist_ok=True)
     checkpoints: dict[int, _Checkpoint] = {}
     seen: dict[tuple[int, int], str] = {}
