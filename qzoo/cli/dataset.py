@@ -1,6 +1,7 @@
 """`qzoo dataset info DIR [--json]` and `qzoo dataset convert SRC DST --to qzoo|dopamine`:
 what a DQN Replay Dataset folder holds, and its conversion between Dopamine's files and
-qzoo's memory-mappable copy (offline/dataset.py)."""
+qzoo's memory-mappable copy (offline/dataset.py); `--from rlu` reads RL Unplugged's
+Atari TFRecord files instead (offline/rlu.py)."""
 
 import json
 import os
@@ -8,7 +9,7 @@ import shutil
 
 from qzoo.cli.parser import Parser, parse
 from qzoo.errors import UserError
-from qzoo.offline.dataset import info, to_dopamine, to_qzoo
+from qzoo.offline.dataset import from_rlu, info, to_dopamine, to_qzoo
 
 
 def main(argv):
@@ -30,7 +31,17 @@ def main(argv):
     convert = commands.add_parser("convert", help="between Dopamine's files and qzoo's")
     convert.add_argument("src")
     convert.add_argument("dst")
-    convert.add_argument("--to", choices=("qzoo", "dopamine"), required=True)
+    convert.add_argument("--to", choices=("qzoo", "dopamine"),
+                         help="qzoo: Dopamine's files (or --from rlu's) into the memory-mappable "
+                         "layout; dopamine: the layout (or --from rlu's) into Dopamine's files "
+                         "(required without --from)")  # fmt: skip
+    convert.add_argument("--from", dest="source", choices=("rlu",),
+                         help="rlu: RL Unplugged's Atari TFRecord files of one run (a folder, a "
+                         "file, or a prefix such as Pong/run_1), read without TensorFlow; "
+                         "--to qzoo by default")  # fmt: skip
+    convert.add_argument("--workers", type=int, choices=range(1, 257), metavar="N",
+                         help="with --from rlu: processes decoding the PNG frames (default: "
+                         "the usable cores less one, at most 8; 1 for files under 32 MB)")  # fmt: skip
     options = parse(parser, argv)
     if options.get("command") is None:
         raise UserError("dataset needs a command; expected info or convert")
@@ -52,14 +63,33 @@ def main(argv):
                   f"mean clipped return {'n/a' if ret is None else f'{ret:.2f}'}")  # fmt: skip
     else:
         dst = options["dst"]
+        if options["to"] is None and options["source"] is None:
+            raise UserError("convert needs --to qzoo or --to dopamine (or --from rlu)")
+        if options["workers"] is not None and options["source"] != "rlu":
+            raise UserError("convert --workers: only with --from rlu (decoding its frames)")
         _check_empty_destination(dst)
         try:
-            (to_qzoo if options["to"] == "qzoo" else to_dopamine)(options["src"], dst)
+            if options["source"] == "rlu":
+                _from_rlu(options["src"], dst, options["to"] or "qzoo", options["workers"])
+            else:
+                (to_qzoo if options["to"] == "qzoo" else to_dopamine)(options["src"], dst)
         except BaseException:  # a file corrupt inside (CRC) shows only while converting
             for name in os.listdir(dst) if os.path.isdir(dst) else ():  # it was empty
                 path = os.path.join(dst, name)
                 shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
             raise
+
+
+def _from_rlu(src, dst, to, workers):
+    """RL Unplugged's files into the qzoo layout in `dst`, or with `to` dopamine through
+    a staging copy in it, removed after."""
+    if to == "qzoo":
+        from_rlu(src, dst, workers)
+        return
+    staging = os.path.join(dst, ".rlu-staging")
+    from_rlu(src, staging, workers)
+    to_dopamine(staging, dst)
+    shutil.rmtree(staging)
 
 
 def _check_empty_destination(dst):

@@ -4,6 +4,7 @@ training (the `qzoo dataset` command is cli/dataset.py).
   info(DIR)                  checkpoints, transitions, episodes, returns
   to_qzoo(SRC, DST)          gzip files -> memory-mappable .npy files
   to_dopamine(SRC, DST)      and back, byte-identical arrays
+  from_rlu(SRC, DST)         RL Unplugged's TFRecord files -> .npy files (rlu.py)
 
 DIR and SRC are `replay_logs` folders (or the run folder above one). The qzoo layout
 is one folder per checkpoint suffix, `ckpt.<N>/`, holding the six arrays as plain
@@ -24,7 +25,7 @@ import numpy as np
 
 from qzoo.errors import UserError
 from qzoo.files import atomic_write
-from qzoo.offline import dopamine
+from qzoo.offline import dopamine, rlu
 from qzoo.offline.storage import DatasetStorage
 
 QZOO_FORMAT = "qzoo-dqn-replay-1"
@@ -71,7 +72,8 @@ def info(folder, stack=None):
     mapped = load_qzoo(folder) if qzoo else None
     found = sorted(mapped) if qzoo else dopamine.suffixes(folder)
     if not found:
-        raise UserError(f"{folder} holds no DQN Replay Dataset checkpoint (six *_ckpt.N.gz files)")
+        raise UserError(f"{folder} holds no DQN Replay Dataset checkpoint (six *_ckpt.N.gz "
+                        f"files){rlu.conversion_hint(folder)}")  # fmt: skip
     load = mapped.__getitem__ if qzoo else functools.partial(_small_arrays, folder, whole=True)
     logged = None if stack else dopamine.logged_stack(load(s) for s in found)  # a first pass
     stack, stack_from = ((stack, "option") if stack else (logged, "files") if logged
@@ -142,6 +144,17 @@ def to_qzoo(src, dst, quiet=False, announce=None):
     if bar is not None:
         bar.close()
     manifest = {"format": QZOO_FORMAT, "checkpoints": found, "sources": sources(src, found)}
+    atomic_write(
+        os.path.join(dst, "dataset.json"), lambda f: f.write(json.dumps(manifest).encode())
+    )
+
+
+def from_rlu(src, dst, workers=None):
+    """Converts an RL Unplugged Atari run (rlu.py) into the qzoo layout in `dst`, the
+    manifest written last (so an interrupted conversion is redone whole)."""
+    converted = rlu.convert(src, dst, workers=workers)
+    manifest = {"format": QZOO_FORMAT, "checkpoints": converted["checkpoints"], "sources": {},
+                "from": "rlu", "rlu": converted["rlu"]}  # fmt: skip
     atomic_write(
         os.path.join(dst, "dataset.json"), lambda f: f.write(json.dumps(manifest).encode())
     )

@@ -46,9 +46,12 @@ def check_run(config, info):
         if not os.path.isdir(config.offline) or (
             not os.path.exists(layout) and not dopamine.suffixes(replay_logs(config.offline))
         ):
+            from qzoo.offline.rlu import conversion_hint
+
             raise UserError(
                 f"--offline {config.offline}: no DQN Replay Dataset there (neither "
                 "*_ckpt.N.gz files nor `qzoo dataset convert`'s dataset.json)"
+                + conversion_hint(config.offline)
             )
         from qzoo.offline.dataset import dataset_suffixes
 
