@@ -212,7 +212,7 @@ BENCH = [
     (["bench", "train", "--learnig-rate", "1"], "did you mean --learning-rate?"),
     pytest.param(["bench", "train", "--device", "cuda"], "--device: bad value cuda", marks=NO_GPU),
     (["frobnicate"], "unknown command 'frobnicate'"),
-    (["trian", "dqn"], "unknown command 'trian'; expected train, agents"),
+    (["trian", "dqn"], "unknown command 'trian'; expected train, resume, agents"),
     (["trian", "--env", "pong"], "(did you mean train?)"),
     (["--acting", "x"], "unknown option --acting"),  # the first mistake comes first
     (["dataset", "infoo", "x"], "qzoo dataset needs info or convert, got 'infoo' (did you mean"),
@@ -251,7 +251,7 @@ def test_the_battery_is_large():
         (["bench", "train", "--vmax", "-inf"], "--vmax: bad value -inf"),
         (["train", "c51", "--grad-error-bound", "0.5"], "--grad-error-bound: bad value 0.5"),
         # The commands, literally.
-        (["trian", "dqn"], "unknown command 'trian'; expected train, agents, bench"),
+        (["trian", "dqn"], "unknown command 'trian'; expected train, resume, agents, bench"),
         (["train", "dqn", "--lr", "1e-4"], "unknown option --lr; did you mean --learning-rate?"),
         (["profile", "act", "--evn", "pong"], "unknown option --evn; did you mean --env?"),
         (["train", "dqn", "--env", "Taxi-v3"], "not Discrete(500), one integer per state"),
