@@ -33,7 +33,7 @@ from qzoo.config import option
 from qzoo.config.values import Choice, Int, Text
 from qzoo.errors import UserError
 from qzoo.tools import tune_trial
-from qzoo.tools.tune_space import parse_spaces, search_space
+from qzoo.tools.tune_space import SPEC_FORMS, parse_spaces, search_space
 
 
 @dataclasses.dataclass
@@ -111,7 +111,10 @@ def main(argv):
 
     own, extra = split_argv(argv)
     own, spaces = split_spaces(own)
-    description = __doc__.split("\n\n", 2)[2] + "\n--space NAME=SPEC: see docs/tune.md."
+    description = (
+        __doc__.split("\n\n", 2)[2] + "\n--space NAME=SPEC (repeats): NAME a train option, SPEC "
+        "one of " + SPEC_FORMS + " (docs/tune.md)."
+    )
     agent, options, _ = parse_tool(TuneOptions, own, "qzoo tune", USAGE, description,
                                    positional="agent", shown=SHOWN, needs="an agent")  # fmt: skip
     try:
@@ -181,7 +184,7 @@ def open_study(plan, options):
                 storage = optuna.storages.RDBStorage(storage_url, engine_kwargs=engine, **kwargs)
             break
         except Exception as e:  # noqa: BLE001 (SQLAlchemy's errors: a bad URL, no server)
-            if attempt == 4:
+            if attempt == 4 or not storage_url.startswith("sqlite"):
                 raise UserError(
                     f"--storage: cannot open {storage_url!r} ({_first_line(e)})"
                 ) from None
@@ -203,7 +206,7 @@ def open_study(plan, options):
     study = optuna.create_study(storage=storage, sampler=sampler, pruner=pruner,
                                 study_name=name, direction="maximize", load_if_exists=True)  # fmt: skip
     what = {"agent": plan.agent, "env": plan.env, "extra": plan.extra, "seeds": plan.seeds,
-            "aggregate": plan.aggregate, "out": os.path.abspath(plan.out)}  # fmt: skip
+            "aggregate": plan.aggregate}  # fmt: skip
     saved = study.user_attrs.get("plan")
     if saved is None:
         study.set_user_attr("plan", what)
@@ -241,6 +244,7 @@ def run_study(study, plan, space, options, argv):
                 waited = True
             time.sleep(options.heartbeat)
             continue
+        objective.current = None  # set by the trial once it has started
         try:
             with quiet():
                 study.optimize(objective, n_trials=1)
