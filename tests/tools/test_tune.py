@@ -180,3 +180,31 @@ def test_the_space_is_the_presets_with_the_command_line_over_it():
     )  # the domain's, in frames
     assert "n_steps" not in space and "batch_size" not in space
     assert tune_space.as_option(0.1 + 0.2) == "0.30000000000000004"  # exact on the command line
+
+
+def test_a_trial_of_several_seeds_is_their_mean_and_each_seed_a_run_folder(tmp_path, capsys):
+    out = tmp_path / "study"
+    argv = ["tune", "dqn", "--env", "CartPole-v1", "--trials", "1", "--seeds", "2",
+            "--out", str(out), "--space", "learning_rate=choice:0.001", "--space", "n_steps=off",
+            "--space", "batch_size=off", "--space", "discount=off", "--space", "learn_period=off",
+            "--space", "exploration_epsilon_end_value=off", "--space", "mlp_hidden=off",
+            "--space", "exploration_epsilon_decay_frame_fraction=off",
+            "--space", "target_network_update_period=off", "--", *TRAIN]  # fmt: skip
+    assert main(argv) == 0
+    [trial] = study_of(out).get_trials()
+    returns = [last_return(out / f"trial-0-seed-{seed}")[1] for seed in (1, 2)]
+    assert trial.value == sum(returns) / 2
+    assert [trial.user_attrs["seed_1"], trial.user_attrs["seed_2"]] == returns
+    # The pruner saw seed 2's iteration i at step 4 + i (3 iterations and iteration 0).
+    assert sorted(trial.intermediate_values) == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert trial.intermediate_values[7] == returns[1]
+    printed = capsys.readouterr().out
+    assert f"mean of seed 1: {returns[0]:g}, seed 2: {returns[1]:g}" in printed
+    assert "--seed 2 --run-dir" in printed and "--learning-rate 0.001" in printed
+
+
+def test_iqm_of_a_trials_seeds_cuts_a_quarter_at_each_end():
+    from qzoo.tools.tune_trial import aggregate
+
+    assert aggregate([1.0, 2.0, 3.0, 4.0, 100.0], "iqm") == 3.0  # int(5/4) = 1 cut each end
+    assert aggregate([1.0, 2.0, 3.0, 4.0, 100.0], "mean") == 22.0
