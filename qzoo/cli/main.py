@@ -41,7 +41,7 @@ TOOLS = {
     "profile": ("qzoo.tools.profile", "where the time goes: train, act or env"),
     "dataset": ("qzoo.cli.dataset", "DQN Replay Dataset: info, convert"),
     "suite": ("qzoo.tools.suite", "agents x games x seeds as parallel, resumable runs; report"),
-    "tune": ("qzoo.tools.tune", "hyperparameter search with Optuna: TPE, median pruning, shared"),
+    "tune": ("qzoo.tools.tune", "hyperparameter search (Optuna): TPE, median pruner, resumable"),
 }
 
 

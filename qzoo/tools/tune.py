@@ -251,8 +251,13 @@ def run_study(study, plan, space, options, argv):
         except KeyboardInterrupt:
             redo(study, objective.current)
             again = shlex.join(["qzoo", "tune", *argv])
-            print(f"qzoo tune: interrupted; trial {objective.current} will be redone, resuming "
-                  f"its run folders; continue with: {again}", file=sys.stderr)  # fmt: skip
+            what = (
+                "no trial had started"
+                if objective.current is None
+                else f"trial {objective.current} will be redone, resuming its run folders"
+            )
+            print(f"qzoo tune: interrupted; {what}; continue with: {again}",
+                  file=sys.stderr)  # fmt: skip
             return 130
         last = (
             study.get_trials(deepcopy=False)[-1]

@@ -71,9 +71,10 @@ def test_two_workers_share_one_study_prune_and_the_best_command_reproduces(tmp_p
     )
     pruned = [t for t in trials if t.state == optuna.trial.TrialState.PRUNED]
     assert pruned, "no trial was pruned"
-    for t in pruned:  # stopped at a saved iteration before the last, below the others' median
-        iteration, _ = last_return(out / f"trial-{t.number}-seed-1")
-        assert 1 <= iteration < 3 and max(t.intermediate_values) == iteration
+    for t in pruned:  # stopped at the saved iteration it fell below the median at
+        iteration, value = last_return(out / f"trial-{t.number}-seed-1")
+        assert iteration >= 1 and max(t.intermediate_values) == iteration  # after the warmup
+        assert t.intermediate_values[iteration] == value
     for t in finished:
         if t.state == optuna.trial.TrialState.COMPLETE:
             assert last_return(out / f"trial-{t.number}-seed-1") == (3, t.value)
