@@ -56,10 +56,16 @@ def attach(run_dir: str, config: dict | None = None, project: str = "qzoo", enti
         saved = {"id": _new_id(wandb), "project": project, "entity": entity}
         data = json.dumps(saved, indent=2).encode()
         atomic_write(os.path.join(run_dir, ID_FILE), lambda f: f.write(data))
-    return wandb.init(
-        id=saved["id"], project=saved["project"], entity=saved["entity"] or None,
-        name=os.path.basename(os.path.abspath(run_dir)), config=config, resume="allow",
-    )  # fmt: skip
+    try:
+        return wandb.init(
+            id=saved["id"], project=saved["project"], entity=saved["entity"] or None,
+            name=os.path.basename(os.path.abspath(run_dir)), config=config, resume="allow",
+        )  # fmt: skip
+    except wandb.errors.Error as e:  # not logged in, no network, a bad project or entity
+        raise UserError(
+            f"--track: W&B could not start ({str(e).strip().splitlines()[0]}); `wandb login`, "
+            "or WANDB_MODE=offline to keep the run on disk"
+        ) from None
 
 
 def _new_id(wandb) -> str:
