@@ -91,3 +91,23 @@ def test_a_resume_and_a_recording_reattach_to_the_same_wandb_run(tmp_path, offli
 
 def test_an_untracked_run_writes_no_wandb_file(tiny_run):
     assert not os.path.exists(os.path.join(tiny_run, "wandb.json"))
+
+
+def test_wandb_that_cannot_start_is_one_line(tmp_path, monkeypatch, capsys):
+    import wandb
+
+    wandb.teardown()
+    for name in ("WANDB_API_KEY", "WANDB_SILENT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {"WANDB_MODE": "online", "WANDB_DIR": str(tmp_path), "HOME": str(tmp_path),
+                        "WANDB_CONFIG_DIR": str(tmp_path / "config")}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    try:
+        argv = ["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(tmp_path / "run"),
+                "--track", *TINY_ARGS]  # fmt: skip
+        assert main(argv) == 2
+    finally:
+        wandb.teardown()
+    err = capsys.readouterr().err
+    assert err.startswith("qzoo: error: --track: W&B could not start (") and err.count("\n") == 1
+    assert "WANDB_MODE=offline" in err
