@@ -46,6 +46,7 @@ TOOLS = {
     "suite": ("qzoo.tools.suite", "agents x games x seeds as parallel, resumable runs; report"),
     "export": ("qzoo.tools.export", "a run's network as a model folder to share, with its card"),
     "push": ("qzoo.tools.push", "export a run and upload it to the Hugging Face Hub"),
+    "tune": ("qzoo.tools.tune", "hyperparameter search (Optuna): TPE, median pruner, resumable"),
 }
 
 
@@ -62,8 +63,9 @@ def _available_tools():
     return found
 
 
-def train_command(argv):
-    """`qzoo train AGENT [options]`: parse, check everything, then train."""
+def train_command(argv, on_row=None):
+    """`qzoo train AGENT [options]`: parse, check everything, then train (`on_row`: see
+    run_folder.train; qzoo tune's trials report each row to the pruner)."""
     from qzoo.run import threads
 
     first = argv[0] if argv and not argv[0].startswith("-") else None
@@ -83,7 +85,7 @@ def train_command(argv):
 
     run_dir, notes = config.run_dir or config_lib.default_run_dir(config), []
     threads.apply(config, thread_record.saved_threads(run_dir), notes)  # a resume keeps its count
-    run_folder.train(config, notes=notes)
+    run_folder.train(config, notes=notes, on_row=on_row)
 
 
 def agents():

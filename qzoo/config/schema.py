@@ -293,6 +293,14 @@ class Config:
     replay_shards: int = option(1, "run", "with --ray: replay shards (actor i writes to shard "
                                 "i mod K; with --offline, each holds part of the dataset; "
                                 "each batch comes from one shard)", Int(1, 10_000))
+    # Experiment tracking (run/tracking.py, docs: Tuning and tracking).
+    track: bool = option(False, "run", "log the results rows, config and run name to Weights "
+                         "& Biases (pip install 'qzoo[wandb]'; WANDB_MODE=offline needs no "
+                         "network)")
+    wandb_project: str = option("qzoo", "run", "with --track: the W&B project",
+                                Text(describe="a W&B project name"))
+    wandb_entity: str = option("", "run", "with --track: the W&B entity (team or user; '': "
+                               "your default)", Text(empty_ok=True, describe="a W&B entity"))
     # fmt: on
 
     def to_json(self):

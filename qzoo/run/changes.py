@@ -12,7 +12,8 @@ from qzoo.errors import UserError
 # Options a resumed run may change without changing its results. (`accept_changes` is
 # a per-command option; it is not part of a run.)
 RESUMABLE = ("device", "threads", "progress", "tensorboard", "run_dir", "accept_changes",
-             "snapshot_interval", "address", "pin_threads", "actor_process")  # fmt: skip
+             "snapshot_interval", "address", "pin_threads", "actor_process",
+             "track", "wandb_project", "wandb_entity")  # fmt: skip
 
 # Options a resume may change when the user says so with --accept-changes, and what it
 # does to the run: a resumed run then differs from one started with the new value.

@@ -9,7 +9,8 @@ import os
 import qzoo.config as config_lib
 from qzoo.errors import UserError
 
-QZOO_NAMES = ("config.json", "results.csv", "checkpoints", "tensorboard", "videos", ".lock")
+QZOO_NAMES = ("config.json", "results.csv", "checkpoints", "tensorboard", "videos", ".lock",
+              "wandb.json")  # fmt: skip
 CHECKPOINT = os.path.join("checkpoints", "latest.safetensors")
 NETWORKS = os.path.join("checkpoints", "networks")  # per-iteration online networks
 

@@ -31,7 +31,7 @@ import qzoo.config as config_lib
 from qzoo import envs
 from qzoo.errors import Diverged, UserError, WorkerDied
 from qzoo.files import atomic_write
-from qzoo.run import checkpoint, logs
+from qzoo.run import checkpoint, logs, tracking
 from qzoo.run import folder_files as folder
 from qzoo.run.changes import (
     ACCEPTABLE,
@@ -50,12 +50,16 @@ CHECKPOINT = folder.CHECKPOINT
 # --checkpoint K` loads. A few MB each, next to the replay's GB in latest.safetensors.
 NETWORKS = folder.NETWORKS
 OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before format 1
+
+
 # {"threads": N, "device": "cpu" or "cuda"}: the count a start ran with, which an auto
 # resume keeps (threads.py). Not in config.json, whose `threads` is what the user asked.
-def train(config, accept_changes=None, notes=()):
+def train(config, accept_changes=None, notes=(), on_row=None):
     """Trains `config` in its run folder (config.run_dir, or runs/<agent>-<env>-<seed>),
     resuming it when it holds a checkpoint; see the module docstring. `notes` are
     printed to stderr once the run has passed every check (threads.apply's).
+    `on_row(row)` is called after each iteration's row is saved (qzoo tune reports it
+    to its pruner; an exception it raises stops the run at that saved checkpoint).
 
     `accept_changes`: names of ACCEPTABLE options that may differ from the saved run
     (default: config.accept_changes when Config has that field). Raises UserError for
@@ -70,6 +74,7 @@ def train(config, accept_changes=None, notes=()):
     # environment rules out, is refused at once.
     info = envs.describe(config)
     check_run(config, info)
+    tracking.check(config)  # --track: wandb installed
     if config.ray:  # Ray installed, the address reachable, a CPU per actor
         from qzoo.distributed.cluster import connect
 
@@ -83,7 +88,7 @@ def train(config, accept_changes=None, notes=()):
     run = None
     try:
         with RunLock(os.path.join(run_dir, ".lock")):
-            run = _Run(config, run_dir, accept_changes, info, notes)
+            run = _Run(config, run_dir, accept_changes, info, notes, on_row)
             try:
                 run.start()
             except KeyboardInterrupt:
@@ -109,8 +114,9 @@ def train(config, accept_changes=None, notes=()):
 class _Run:
     """One start of `qzoo train` in a locked run folder."""
 
-    def __init__(self, config, run_dir, accept, info, notes=()):
+    def __init__(self, config, run_dir, accept, info, notes=(), on_row=None):
         self.config, self.run_dir, self.accept, self.info = config, run_dir, accept, info
+        self.on_row = on_row
         self.notes = [f"qzoo: note: {note}" for note in notes]
         self.ckpt_path = os.path.join(run_dir, CHECKPOINT)
         self.config_path = os.path.join(run_dir, "config.json")
@@ -147,9 +153,7 @@ class _Run:
             trainer = None if complete else self.make_trainer(state)
             del state  # drops the memory maps of the checkpoint's replay
             with folder.os_errors("write", self.config_path, "; " + self.kept()):
-                atomic_write(
-                    self.config_path, lambda f: f.write(config.to_json().encode())
-                )
+                atomic_write(self.config_path, lambda f: f.write(config.to_json().encode()))
             if self.rows:
                 with folder.os_errors("write", self.csv.path, "; " + self.kept()):
                     self.csv.write(self.rows)  # repairs a deleted, cut or garbled file
@@ -278,14 +282,25 @@ class _Run:
 
     def train(self, trainer):
         """Runs the remaining iterations; after each, saves the checkpoint, then
-        rebuilds results.csv from it."""
-        from qzoo.run.trainer import run
-
-        config, tb_log = self.config, None
+        rebuilds results.csv from it; the TensorBoard and W&B logs follow the rows."""
+        config, tb_log, tracker = self.config, None, None
         if config.tensorboard:
             tb_log = logs.TensorBoardLog(
                 os.path.join(self.run_dir, "tensorboard"), trainer.iteration * config.train_frames
             )
+        if config.track:  # Weights & Biases (run/tracking.py)
+            tracker = tracking.WandbLog(config, self.run_dir)
+        try:
+            self.train_rows(trainer, tb_log, tracker)
+        finally:
+            for log in (tb_log, tracker):
+                if log:
+                    log.close()
+
+    def train_rows(self, trainer, tb_log, tracker):
+        from qzoo.run.trainer import run
+
+        config = self.config
         if self.rows:  # a kill between the last checkpoint and its network: write it now
             self.save_network(trainer, self.rows[-1]["iteration"], missing_only=True)
         for row in run(trainer, logs.Progress(config, config.progress)):
@@ -301,11 +316,12 @@ class _Run:
             with folder.os_errors("write", self.csv.path, rebuild):
                 self.csv.write(self.rows)
             self.save_network(trainer, row["iteration"])
-            if tb_log:
-                tb_log.write(row)
+            for log in (tb_log, tracker):
+                if log:
+                    log.write(row)
             print(logs.console_line(row), flush=True)
-        if tb_log:
-            tb_log.close()
+            if self.on_row:
+                self.on_row(row)
 
     def save_network(self, trainer, iteration, missing_only=False):
         """Saves the online network of `iteration` on its own when --snapshot-interval

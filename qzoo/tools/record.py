@@ -22,7 +22,7 @@ import numpy as np
 from qzoo.config import option
 from qzoo.config.values import Bool, Int
 from qzoo.errors import UserError
-from qzoo.run import threads
+from qzoo.run import threads, tracking
 from qzoo.terminal import progress_bar
 from qzoo.tools import args as args_lib
 from qzoo.tools.runs import acting_config, load_run
@@ -110,6 +110,9 @@ def main(argv):
             os.unlink(tmp)
     listed = ", ".join(f"{r:g}" for r in returns)
     print(f"{out}: {frames} frames at {screen.fps:g} fps; episode returns {listed or 'none'}")
+    tracked = tracking.log_video(run_dir, out, run.iteration)  # a --track run: its W&B run
+    if tracked:
+        print(f"{out}: logged to W&B run {tracked}")
 
 
 def record(writer, screen, agent, opts, scale, iteration):
