@@ -114,7 +114,8 @@ def test_every_row_is_a_real_step_of_its_own_environment(acted):
     config, run = acted
     assert len(run.rows) > 250  # 700 batches of 2 of 4 environments: ~350 rows each
     for b in range(config.num_envs):
-        reference = AtariVector("breakout", 1, config)
+        # batch_size 1: ale-py's no-op draw as in asynchronous mode (none drawn again)
+        reference = AtariVector("breakout", 1, config, batch_size=1)
         step = reference.reset(run.seed + b)  # ale-py seeds environment i with seed + i
         for t, row in enumerate(run.rows):
             assert np.array_equal(row.frame[b], step.frame[0]), (b, t)
