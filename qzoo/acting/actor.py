@@ -46,6 +46,11 @@ class EpisodeStats:
                 self.finished |= step.last
             self.completed.extend(self.current[last].tolist())
 
+    def stop_counting(self, running):
+        """From now on only the episodes `running` ([N] bool) count, once they end; any
+        other environment's next episodes do not (Dopamine's last evaluation episode)."""
+        self.finished = ~np.asarray(running, bool)
+
     def all_finished(self):
         """With `once`: whether every environment has finished its episode."""
         return bool(self.finished.all())
@@ -131,6 +136,12 @@ class Actor:
         self.frames += new_frames
         self.agent_steps += self._step.real_steps
         return row, new_frames
+
+    def finish_episodes(self) -> None:
+        """Counts from now on only the episodes under way (a first observation alone is
+        not one), each to its end; `episodes.all_finished()` says when they are done."""
+        step = self._step
+        self.episodes.stop_counting(~(step.first | step.last))
 
     def stop(self) -> dict:
         """Closes the environments; returns the phase's statistics."""

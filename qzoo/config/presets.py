@@ -11,7 +11,8 @@ build.py for how the layers combine.
 # in frames, 4 per agent step: 250,000 training steps = train_frames 1,000,000 (offline:
 # the frames the replayed transitions stand for); update_period 4 = learn_period 16
 # (62,500 updates per iteration); target_update_period 8,000 = 32,000 frames (2,000
-# updates); 125,000 evaluation steps = 500,000 frames; 27,000 steps per episode = 108,000
+# updates); 125,000 evaluation steps = 500,000 frames, the episode that crosses them
+# played to its end and counted (Dopamine's _run_one_phase); 27,000 steps per episode = 108,000
 # frames; 200 iterations; gamma 0.99, 1-step, replay 1M, batch 32, rewards clipped to
 # [-1, 1], no gradient-norm clip: Config()'s defaults, so only differences are listed.
 # Dopamine's Huber loss (no TD-error clip); no double Q. Sticky actions (machado): the
@@ -24,6 +25,7 @@ _BATCH_RL = {
     "protocol": "machado", "grad_error_bound": 0.0, "target_network_update_period": 32_000,
     "min_replay_capacity_fraction": 0.02, "exploration_epsilon_end_value": 0.01,
     "exploration_epsilon_decay_frame_fraction": 0.005, "eval_exploration_epsilon": 0.001,
+    "eval_finish_episodes": True,
 }  # fmt: skip
 # batch_rl's quantile, multi_head_dqn and rem gins: Adam lr 5e-5, eps 3.125e-4.
 _BATCH_RL_ADAM = {"optimizer": "adam_tf1", "learning_rate": 5e-5, "optimizer_epsilon": 3.125e-4}

@@ -183,6 +183,10 @@ class Config:
     eval_period: int = option(1, "schedule", "evaluate every this many iterations (and "
                               "after the last); others write no evaluation (1: every one, "
                               "DQN Zoo)", Int(1, 100_000))
+    eval_finish_episodes: bool = option(False, "schedule", "evaluation plays the episodes "
+                                        "under way at --eval-frames to their end and counts "
+                                        "them (Dopamine; batch_rl's presets); false: they are "
+                                        "dropped (DQN Zoo)")
     eval_noise: bool = option(True, "schedule", "noisy layers draw noise when evaluating "
                               "(DQN Zoo); false: their mean weights (Dopamine)")
     deep_exploration: bool = option(False, "schedule", "with --num-heads > 1, act in each "
