@@ -202,8 +202,9 @@ PRESETS = {
 # atari_r2d1.py), converted to environment frames (4 per agent step). rlpyt updates once
 # per sampler batch: "r2d1" samples 30 steps x 32 envs = 960 steps and trains 32
 # sequences of 40 + 80 steps at replay ratio 4 (round(4 x 960 / 3,840) = 1 update), so
-# learn_period = 960 x 4 = 3,840 frames; the target copies every 2,500 updates = 9.6M
-# frames; min_steps_learn 1e5 steps = 10% of the 1M replay; epsilon 1 -> 0.01 over
+# learn_period = 960 x 4 = 3,840 frames; the target copies every 2,500 updates (9.6M
+# frames' worth, counted in updates from the first, as rlpyt's update_counter);
+# min_steps_learn 1e5 steps = 10% of the 1M replay; epsilon 1 -> 0.01 over
 # eps_steps 1e6 - 1e5 steps = 3.6M frames of the run's 100e6 steps (100 iterations of
 # rlpyt's 1e6-step log interval); evaluation 161e3 steps, epsilon 0.001. Rewards are
 # not clipped (max_abs_reward 1e9). Adam's eps 1e-3 is PyTorch's, as rlpyt's.
@@ -221,6 +222,7 @@ _R2D1 = {
     "max_global_grad_norm": 80.0, "grad_error_bound": 0.0, "max_abs_reward": 1e9,
     "replay_capacity": 1_000_000, "min_replay_capacity_fraction": 0.1,
     "learn_period": 3_840, "target_network_update_period": 9_600_000,
+    "target_count_updates": True,
     "iterations": 100, "train_frames": 4_000_000, "eval_frames": 644_000,
     "exploration_epsilon_end_value": 0.01, "exploration_epsilon_decay_frame_fraction": 0.009,
     "eval_exploration_epsilon": 0.001,

@@ -169,6 +169,10 @@ class Config:
     learn_period: int = option(16, "schedule", "frames between SGD steps", Int(1, 10**9))
     target_network_update_period: int = option(40_000, "schedule", "frames between target "
                                                "network copies", Int(1, 10**10))
+    target_count_updates: bool = option(False, "schedule", "count the target period in "
+                                        "updates (period x updates per frame) from the first "
+                                        "update, as rlpyt (async and --ray always do); false: "
+                                        "in frames from frame 0 (DQN Zoo)")
     # Epsilon-greedy: from min replay on, decays over fraction x iterations x train_frames.
     exploration_epsilon_begin_value: float = option(1.0, "schedule", "epsilon before the "
                                                     "decay", UNIT)
