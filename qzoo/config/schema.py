@@ -41,6 +41,10 @@ class Config:
     env_batch_size: int = option(0, "env", "ale-py's asynchronous mode: each agent step acts "
                                  "on the B environments ready first (Atari, --acting serial; "
                                  "0: all --num-envs together)", Int(0, 1024))
+    episodic_lives: bool = option(False, "env", "R2D1: a lost life starts the agent's "
+                                  "episode anew (recurrent state, frame stack, previous "
+                                  "action and reward reset; trained steps after it masked) "
+                                  "while the game goes on (rlpyt's episodic_lives)")
     action_repeats: int = option(4, "env", "frames per agent step (Atari only)", Int(1, 100))
     frame_stack: int = option(4, "env", "frames stacked into one observation", Int(1, 64))
     max_abs_reward: float = option(1.0, "env", "learning clips the reward summed over the "
