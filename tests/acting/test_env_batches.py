@@ -178,8 +178,12 @@ def test_a_batch_of_all_environments_gives_the_synchronous_rows():
     config = breakout(num_envs=3, env_batch_size=3)
     info = envs.describe(config)
     rows = {}
+
+    def synchronous(config, n, seed, eval_mode=False):  # ale-py's no-op draws, none redrawn
+        return AtariVector("breakout", n, config, batch_size=n)
+
     for actor_class in (Actor, BatchActor):
-        make_env = make_batches if actor_class is BatchActor else envs.make
+        make_env = make_batches if actor_class is BatchActor else synchronous
         policy = Policy(_Flat(info.num_actions), 1)
         actor = actor_class(config, info, policy, Streams(3, "cpu").actor, lambda _: 0.5,
                             make_env=make_env)  # fmt: skip
