@@ -55,3 +55,21 @@ def test_an_offline_evaluation_on_another_rom_gets_one_warning_line():
     assert "\n" not in line
     assert rom_warning(info("pong")) is None  # the same ROM
     assert rom_warning(info("minatar/breakout", "minatar")) is None
+
+
+def test_the_offline_driver_prints_the_warning_once(capsys):
+    import types
+
+    from qzoo.config import build_config
+    from qzoo.offline.driver import OfflineDriver
+
+    for game, lines in (("ms_pacman", 1), ("pong", 0)):
+        config = build_config("offline_dqn", {"env": game})
+        parts = types.SimpleNamespace(
+            config=config, info=info(game), learner=None, train_epsilon=lambda _: 0.0,
+            streams=types.SimpleNamespace(actor=None, evaluation=None),
+            updates=types.SimpleNamespace(use_replay=lambda replay: None),
+        )  # fmt: skip
+        OfflineDriver(parts, None, None, open_dataset=lambda suffixes: None)
+        err = capsys.readouterr().err
+        assert err.count(f"offline: warning: {game}'s ROM") == lines == err.count("\n")
