@@ -46,6 +46,11 @@ class EpisodeStats:
                 self.finished |= step.last
             self.completed.extend(self.current[last].tolist())
 
+    def stop_counting(self, running):
+        """From now on only the episodes `running` ([N] bool) count, once they end; any
+        other environment's next episodes do not (Dopamine's last evaluation episode)."""
+        self.finished = ~np.asarray(running, bool)
+
     def all_finished(self):
         """With `once`: whether every environment has finished its episode."""
         return bool(self.finished.all())
@@ -94,6 +99,9 @@ class Actor:
         self.num_envs = episodes or config.num_envs
         self.once = episodes > 0
         self.make_env = make_env or envs.make
+        # rlpyt's episodic lives (R2D1, training only): a life loss starts the agent's
+        # episode anew (stack and recurrent state) while the game goes on.
+        self.life_starts = config.episodic_lives and not eval_mode
         self._env = None
 
     def start(self) -> None:
@@ -117,7 +125,7 @@ class Actor:
         epsilon = np.full(self.num_envs, self.epsilon(frame_t), np.float32)
         bound = config.max_abs_reward  # np.clip's own overhead exceeds min + max's
         reward = np.minimum(np.maximum(step.reward, -bound), bound)
-        self.policy.observe(step.first, reward)
+        self.policy.observe(self._starts(step), reward)
         actions, state_value = self.policy(self._obs, epsilon, self.stream.torch)
         self.state_value.step(state_value, config.action_repeats)
         # R2D1 hook: a recurrent policy's agent_info (the state it acted from) rides along.
@@ -125,12 +133,23 @@ class Actor:
                   step.terminated | step.life_loss,
                   getattr(self.policy, "agent_info", None))  # fmt: skip
         self._step = self._env.step(actions)
-        self._obs = self._stacker.push(self._step.frame, self._step.first)
+        self._obs = self._stacker.push(self._step.frame, self._starts(self._step))
         self.episodes.step(self._step)
         new_frames = self._step.real_steps * config.action_repeats
         self.frames += new_frames
         self.agent_steps += self._step.real_steps
         return row, new_frames
+
+    def _starts(self, step):
+        """Where the agent's episode starts: the game's, and with episodic lives also
+        after a lost life."""
+        return step.first | step.life_loss if self.life_starts else step.first
+
+    def finish_episodes(self) -> None:
+        """Counts from now on only the episodes under way (a first observation alone is
+        not one), each to its end; `episodes.all_finished()` says when they are done."""
+        step = self._step
+        self.episodes.stop_counting(~(step.first | step.last))
 
     def stop(self) -> dict:
         """Closes the environments; returns the phase's statistics."""

@@ -37,17 +37,27 @@ def run_episodes(actor, progress, frame_t):
     return stats
 
 
-def run_phase(actor, num_frames, progress, frame_t, on_step=None):
+def run_phase(actor, num_frames, progress, frame_t, on_step=None, finish_episodes=False):
     """Steps `actor` until it has advanced `num_frames` frames; `on_step(row, frames)`
-    after each step; `frame_t()` the training frame counter the epsilon follows."""
-    actor.start()
-    try:
-        while actor.frames < num_frames:
+    after each step; `frame_t()` the training frame counter the epsilon follows. With
+    `finish_episodes` the episodes under way then play to their end and count, and no
+    other does (Dopamine's run_experiment: episodes run while the phase's step count is
+    under its budget, and the one that crosses it ends)."""
+
+    def steps_while(more):
+        while more():
             row, new_frames = actor.step(frame_t())
             if on_step is not None:
                 on_step(row, new_frames)
             if progress is not None:
                 progress(new_frames, actor.episodes)
+
+    actor.start()
+    try:
+        steps_while(lambda: actor.frames < num_frames)
+        if finish_episodes:
+            actor.finish_episodes()
+            steps_while(lambda: not actor.episodes.all_finished())
     finally:
         stats = actor.stop()
     return stats
@@ -90,11 +100,13 @@ class SerialDriver(Driver):
 
     def eval_phase(self, num_frames, progress=None):
         """Acts for `num_frames` frames (with --eval-episodes, until that many episodes
-        end, one per environment) with the evaluation epsilon; learns nothing."""
-        frame_t = lambda: self.updates.frame_t
-        if self.config.eval_episodes:
+        end, one per environment; with --eval-finish-episodes, until the episodes under
+        way at `num_frames` end) with the evaluation epsilon; learns nothing."""
+        config, frame_t = self.config, lambda: self.updates.frame_t
+        if config.eval_episodes:
             return run_episodes(self.evaluator, progress, frame_t)
-        return run_phase(self.evaluator, num_frames, progress, frame_t)
+        return run_phase(self.evaluator, num_frames, progress, frame_t,
+                         finish_episodes=config.eval_finish_episodes)  # fmt: skip
 
     def epsilon(self, frame_t):
         return mean_epsilon(self.parts.train_epsilon, frame_t)

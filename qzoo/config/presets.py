@@ -11,7 +11,8 @@ build.py for how the layers combine.
 # in frames, 4 per agent step: 250,000 training steps = train_frames 1,000,000 (offline:
 # the frames the replayed transitions stand for); update_period 4 = learn_period 16
 # (62,500 updates per iteration); target_update_period 8,000 = 32,000 frames (2,000
-# updates); 125,000 evaluation steps = 500,000 frames; 27,000 steps per episode = 108,000
+# updates); 125,000 evaluation steps = 500,000 frames, the episode that crosses them
+# played to its end and counted (Dopamine's _run_one_phase); 27,000 steps per episode = 108,000
 # frames; 200 iterations; gamma 0.99, 1-step, replay 1M, batch 32, rewards clipped to
 # [-1, 1], no gradient-norm clip: Config()'s defaults, so only differences are listed.
 # Dopamine's Huber loss (no TD-error clip); no double Q. Sticky actions (machado): the
@@ -24,6 +25,7 @@ _BATCH_RL = {
     "protocol": "machado", "grad_error_bound": 0.0, "target_network_update_period": 32_000,
     "min_replay_capacity_fraction": 0.02, "exploration_epsilon_end_value": 0.01,
     "exploration_epsilon_decay_frame_fraction": 0.005, "eval_exploration_epsilon": 0.001,
+    "eval_finish_episodes": True,
 }  # fmt: skip
 # batch_rl's quantile, multi_head_dqn and rem gins: Adam lr 5e-5, eps 3.125e-4.
 _BATCH_RL_ADAM = {"optimizer": "adam_tf1", "learning_rate": 5e-5, "optimizer_epsilon": 3.125e-4}
@@ -200,14 +202,17 @@ PRESETS = {
 # atari_r2d1.py), converted to environment frames (4 per agent step). rlpyt updates once
 # per sampler batch: "r2d1" samples 30 steps x 32 envs = 960 steps and trains 32
 # sequences of 40 + 80 steps at replay ratio 4 (round(4 x 960 / 3,840) = 1 update), so
-# learn_period = 960 x 4 = 3,840 frames; the target copies every 2,500 updates = 9.6M
-# frames; min_steps_learn 1e5 steps = 10% of the 1M replay; epsilon 1 -> 0.01 over
+# learn_period = 960 x 4 = 3,840 frames; the target copies every 2,500 updates (9.6M
+# frames' worth, counted in updates from the first, as rlpyt's update_counter);
+# min_steps_learn 1e5 steps = 10% of the 1M replay; epsilon 1 -> 0.01 over
 # eps_steps 1e6 - 1e5 steps = 3.6M frames of the run's 100e6 steps (100 iterations of
 # rlpyt's 1e6-step log interval); evaluation 161e3 steps, epsilon 0.001. Rewards are
 # not clipped (max_abs_reward 1e9). Adam's eps 1e-3 is PyTorch's, as rlpyt's.
-# Deviations: the network has qzoo's torso on 84x84 frames (networks/recurrent.py); life losses
-# zero the discount but do not reset the recurrent state (episodes are games); IS
-# weights are qzoo's PER weights with no uniform mix, equal to rlpyt's (1/p)^beta / max.
+# A lost life ends the agent's episode (rlpyt's episodic_lives: recurrent state, frame
+# stack, previous action and reward reset, the rest of a trained sequence masked) while
+# the game goes on. Deviations: the network has qzoo's torso on 84x84 frames
+# (networks/recurrent.py); IS weights are qzoo's PER weights with no uniform mix, equal
+# to rlpyt's (1/p)^beta / max.
 _R2D1 = {
     "recurrent": True, "dueling": True, "double_q": True, "prioritized": True,
     "discount": 0.997, "n_steps": 5, "burn_in_steps": 40, "sequence_steps": 80,
@@ -219,6 +224,7 @@ _R2D1 = {
     "max_global_grad_norm": 80.0, "grad_error_bound": 0.0, "max_abs_reward": 1e9,
     "replay_capacity": 1_000_000, "min_replay_capacity_fraction": 0.1,
     "learn_period": 3_840, "target_network_update_period": 9_600_000,
+    "target_count_updates": True, "episodic_lives": True,
     "iterations": 100, "train_frames": 4_000_000, "eval_frames": 644_000,
     "exploration_epsilon_end_value": 0.01, "exploration_epsilon_decay_frame_fraction": 0.009,
     "eval_exploration_epsilon": 0.001,
@@ -231,14 +237,14 @@ _R2D1_DOMAINS = {
         "lstm_size": 64, "batch_size": 16, "num_envs": 4, "n_steps": 3, "discount": 0.99,
         "learn_period": 16, "target_network_update_period": 1_000,
         "min_replay_capacity_fraction": 0.02, "max_global_grad_norm": 80.0,
-        "learning_rate": 1e-3, "optimizer_epsilon": 1e-3,
+        "learning_rate": 1e-3, "optimizer_epsilon": 1e-3, "episodic_lives": False,
     },
     # MinAtar: the same short sequences (its domain default, a learning step every frame,
     # would replay 32 sequences of 125 steps per frame). Runs; not tuned or benchmarked.
     "minatar": {
         "burn_in_steps": 10, "sequence_steps": 20, "store_state_interval": 10,
         "lstm_size": 128, "batch_size": 16, "num_envs": 4, "n_steps": 3, "discount": 0.99,
-        "learn_period": 16, "target_network_update_period": 4_000,
+        "learn_period": 16, "target_network_update_period": 4_000, "episodic_lives": False,
     },
 }  # fmt: skip
 
@@ -252,8 +258,8 @@ PRESETS["r2d1"] = {
 # batches (one update per 7,680 steps = 30,720 frames; target every 2,500 updates =
 # 76.8M frames), epsilon 1 -> 0.1 with rlpyt's per-environment finals log-spaced
 # down to eps_final_min 0.0005 (--eps-final-min), 20e9 steps logged every 10e6 (2,000 iterations of
-# 40M frames), evaluation 168e3 steps. rlpyt also turns episodic lives off; qzoo's
-# dqn_zoo protocol keeps the life-loss discount (machado would add sticky actions).
+# 40M frames), evaluation 168e3 steps. rlpyt also turns episodic lives off (so here);
+# qzoo's dqn_zoo protocol keeps the life-loss discount (machado would add sticky actions).
 PRESETS["r2d1_long"] = {
     "paper": PRESETS["r2d1"]["paper"].replace("config r2d1", "config r2d1_long"),
     "overrides": {
@@ -262,7 +268,7 @@ PRESETS["r2d1_long"] = {
         "target_network_update_period": 76_800_000, "iterations": 2_000,
         "train_frames": 40_000_000, "eval_frames": 672_000,
         "exploration_epsilon_end_value": 0.1, "eps_final_min": 0.0005,
-        "exploration_epsilon_decay_frame_fraction": 3.6e6 / 8e10,
+        "exploration_epsilon_decay_frame_fraction": 3.6e6 / 8e10, "episodic_lives": False,
     },
     "domains": _R2D1_DOMAINS,
 }  # fmt: skip

@@ -41,6 +41,10 @@ class Config:
     env_batch_size: int = option(0, "env", "ale-py's asynchronous mode: each agent step acts "
                                  "on the B environments ready first (Atari, --acting serial; "
                                  "0: all --num-envs together)", Int(0, 1024))
+    episodic_lives: bool = option(False, "env", "R2D1: a lost life starts the agent's "
+                                  "episode anew (recurrent state, frame stack, previous "
+                                  "action and reward reset; trained steps after it masked) "
+                                  "while the game goes on (rlpyt's episodic_lives)")
     action_repeats: int = option(4, "env", "frames per agent step (Atari only)", Int(1, 100))
     frame_stack: int = option(4, "env", "frames stacked into one observation", Int(1, 64))
     max_abs_reward: float = option(1.0, "env", "learning clips the reward summed over the "
@@ -169,6 +173,10 @@ class Config:
     learn_period: int = option(16, "schedule", "frames between SGD steps", Int(1, 10**9))
     target_network_update_period: int = option(40_000, "schedule", "frames between target "
                                                "network copies", Int(1, 10**10))
+    target_count_updates: bool = option(False, "schedule", "count the target period in "
+                                        "updates (period x updates per frame) from the first "
+                                        "update, as rlpyt (async and --ray always do); false: "
+                                        "in frames from frame 0 (DQN Zoo)")
     # Epsilon-greedy: from min replay on, decays over fraction x iterations x train_frames.
     exploration_epsilon_begin_value: float = option(1.0, "schedule", "epsilon before the "
                                                     "decay", UNIT)
@@ -183,6 +191,10 @@ class Config:
     eval_period: int = option(1, "schedule", "evaluate every this many iterations (and "
                               "after the last); others write no evaluation (1: every one, "
                               "DQN Zoo)", Int(1, 100_000))
+    eval_finish_episodes: bool = option(False, "schedule", "evaluation plays the episodes "
+                                        "under way at --eval-frames to their end and counts "
+                                        "them (Dopamine; batch_rl's presets); false: they are "
+                                        "dropped (DQN Zoo)")
     eval_noise: bool = option(True, "schedule", "noisy layers draw noise when evaluating "
                               "(DQN Zoo); false: their mean weights (Dopamine)")
     deep_exploration: bool = option(False, "schedule", "with --num-heads > 1, act in each "

@@ -4,6 +4,8 @@ is found wherever qzoo is installed, editable or not).
   atari100k/published_scores.csv  game, agent, score, source: per-game published means
   atari100k/published_runs.csv    game, agent, run, score: per-run published scores
   atari100k/README.md             where each number comes from
+  roms/rom_md5.csv                game, MD5 of atari-py 0.2.5's ROM and of ale-py's
+  roms/README.md                  where each checksum comes from
 
 Atari 100k (Kaiser et al. 2020's 26 games, 100k agent steps): `der` is van Hasselt et
 al. 2019's per-game table, `drq_eps` the rliable release's 100 runs per game (Agarwal
@@ -44,3 +46,11 @@ def published_runs():
 def atari100k_games():
     """The 26 games of Atari 100k, as qzoo names them (`--env amidar`), sorted."""
     return tuple(sorted({row["game"] for row in _rows("published_scores.csv")}))
+
+
+@functools.cache
+def atari_py_rom_md5():
+    """{game: MD5 of atari-py 0.2.5's ROM}, the ROMs the DQN Replay Dataset was recorded
+    on (roms/README.md)."""
+    text = resources.files(__name__).joinpath("roms", "rom_md5.csv").read_text(encoding="utf-8")
+    return {row["game"]: row["atari_py_0_2_5_md5"] for row in csv.DictReader(io.StringIO(text))}

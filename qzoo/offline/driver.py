@@ -7,12 +7,14 @@ an online run. With --offline-reload each phase first reloads that many checkpoi
 drawn from the replay stream (batch_rl's FixedReplayBuffer).
 """
 
+import hashlib
 import math
 import sys
 import time
 
 from qzoo.acting.actor import EpisodeStats
 from qzoo.acting.serial import SerialDriver
+from qzoo.data import atari_py_rom_md5
 from qzoo.offline.dataset import dataset_suffixes, first_suffixes, open_dataset
 from qzoo.offline.storage import CheckpointPerBatchSampler
 from qzoo.replay import Replay, UniformSampler
@@ -37,12 +39,32 @@ def local_dataset(parts):
     return open_
 
 
+def rom_warning(info):
+    """One line when the Atari game `info` evaluates on runs on a ROM other than atari-py
+    0.2.5's, on which the DQN Replay Dataset was recorded (qzoo/data/roms/); else None."""
+    legacy = atari_py_rom_md5().get(info.game) if info.domain == "atari" else None
+    if legacy is None:
+        return None
+    from ale_py import roms
+
+    with open(roms.get_rom_path(info.game), "rb") as rom:
+        md5 = hashlib.md5(rom.read()).hexdigest()
+    if md5 == legacy:
+        return None
+    return (f"offline: warning: {info.game}'s ROM in ale-py (md5 {md5}) is not atari-py "
+            f"0.2.5's (md5 {legacy}), on which the DQN Replay Dataset was recorded: "
+            "evaluation plays another dump of the game (docs/offline.md)")  # fmt: skip
+
+
 class OfflineDriver(SerialDriver):
     """Learns from a dataset; evaluates as SerialDriver does (its training actor never
     starts). `open_dataset(suffixes)` makes the replay of the chosen checkpoints."""
 
     def __init__(self, parts, policy, evaluation, open_dataset=None):
         super().__init__(parts, policy, evaluation)
+        warning = rom_warning(parts.info)
+        if warning is not None:
+            print(warning, file=sys.stderr)
         self.open_dataset = open_dataset or local_dataset(parts)
         self.updates.use_replay(self.open_dataset(None))
 

@@ -11,7 +11,11 @@ state up, rows s+W..s+W+T-1 are trained, and their n-step targets reach n rows f
 Sequences overlap and share their frames. Episode boundaries inside a sequence are
 masked as rlpyt does (B3.3 steps 4 and 8): an episode start inside the burn-in zeroes
 the burned-in states; trained steps count only up to the first row that starts no
-transition (`losses.valid_until_episode_end`). The samplers (samplers.py) draw
+transition (`losses.valid_until_episode_end`). With `episodic_lives` (rlpyt's, as the
+actor's) a row whose arrival lost a life (ZERO_DISCOUNT without LAST) also starts an
+episode for the agent: blank older stacked frames, no previous action or reward, zeroed
+burned-in states, and trained steps masked from it on (its own transition, the one that
+lost the life, is trained). The samplers (samplers.py) draw
 sequence starts through `SequenceSlots`, whose rows are storage points: slot (p, b) is
 the sequence starting at row p x interval of column b."""
 
@@ -23,6 +27,7 @@ import numpy as np
 import torch
 
 from qzoo.learning import losses
+from qzoo.replay import frames as row_flags
 from qzoo.replay.batch import to_device
 from qzoo.replay.frames import FIRST, FrameStorage, bytes_per_transition, observation_shape
 from qzoo.replay.replay import Replay
@@ -88,11 +93,12 @@ class SequenceStorage(FrameStorage):
     """Frame storage plus recurrent states at storage points (see the module docstring)."""
 
     def __init__(self, capacity, num_envs, frame_shape, frame_dtype, num_actions, stack, n_steps,
-                 discount, burn_in, trained, interval, state_size):  # fmt: skip
+                 discount, burn_in, trained, interval, state_size, episodic_lives=False):  # fmt: skip
         rows = math.ceil(math.ceil(capacity / num_envs) / interval) * interval
         super().__init__(rows * num_envs, num_envs, frame_shape, frame_dtype, num_actions, stack,
                          n_steps, discount)  # fmt: skip
         self.burn_in, self.trained, self.interval = burn_in, trained, interval
+        self.episodic_lives = episodic_lives
         self.length = burn_in + trained + n_steps  # replayed steps S
         self.states = np.zeros((rows // interval, num_envs, 2, state_size), np.float32)
         # Actor Q-values of the newest S rows, for input priorities (rlpyt B3.4).
@@ -123,6 +129,15 @@ class SequenceStorage(FrameStorage):
     def first_trained_transition(self, start, b):
         return self.valid((start + self.burn_in) % self.num_rows, b)
 
+    def _starts(self, rows, b):
+        """Whether each row starts the agent's episode: FIRST, and with episodic lives a
+        row that lost a life (ZERO_DISCOUNT, not LAST)."""
+        flags = self.flags[rows, b]
+        starts = (flags & FIRST) != 0
+        if self.episodic_lives:
+            starts |= ((flags & row_flags.ZERO_DISCOUNT) != 0) & ((flags & row_flags.LAST) == 0)
+        return starts
+
     def _trained(self, start, b):
         """Rows [T, B] of the trained steps, their columns, n-step returns and ends."""
         rows = start[None] + np.arange(self.burn_in, self.burn_in + self.trained)[:, None]
@@ -130,6 +145,8 @@ class SequenceStorage(FrameStorage):
         cols = np.broadcast_to(b[None], rows.shape)
         r_t, discount_t, end = self.returns(rows.ravel(), cols.ravel())
         exists = self.valid(rows.ravel(), cols.ravel()).reshape(rows.shape)
+        if self.episodic_lives:  # masked from a life's start on (not at the first step)
+            exists[1:] &= ~self._starts(rows[1:], cols[1:])
         shape = rows.shape
         end_step = ((end.reshape(shape) - start[None]) % self.num_rows).astype(np.int64)
         return rows, cols, r_t.reshape(shape), discount_t.reshape(shape), end_step, exists
@@ -139,7 +156,7 @@ class SequenceStorage(FrameStorage):
         k, steps = self.stack, self.length
         rows = (start[None] + np.arange(-(k - 1), steps)[:, None]) % self.num_rows
         frames = self.frames[rows, b[None]]
-        first = (self.flags[rows, b[None]] & FIRST) != 0  # [S + k - 1, B]
+        first = self._starts(rows, b[None])  # [S + k - 1, B]
         windows = np.lib.stride_tricks.sliding_window_view(first, k, axis=0)  # [S, B, k]
         # A stacked frame is blank when an episode starts after it inside the stack.
         later_first = np.cumsum(windows[..., ::-1], axis=-1)[..., ::-1] - windows
@@ -151,7 +168,8 @@ class SequenceStorage(FrameStorage):
         state = self.states[start // self.interval, b]  # [B, 2, H]
         return SequenceBatch(
             frames=frames, frame_mask=later_first == 0, prev_action=prev_action,
-            prev_reward=self.rewards[seq_rows, b[None]], action=self.action_at(trained_rows, cols)
+            prev_reward=np.where(first, 0.0, self.rewards[seq_rows, b[None]]).astype(np.float32),
+            action=self.action_at(trained_rows, cols)
             .astype(np.int64), r_t=r_t, discount_t=discount_t,
             bootstrap=end_step - self.burn_in, transition=exists,
             zero_state=first[1 : self.burn_in + 1].any(0), state=state[None],
@@ -292,7 +310,7 @@ def make_sequence_replay(config, info, rng):
         config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
         info.num_actions, config.frame_stack, config.n_steps, config.discount,
         config.burn_in_steps, config.sequence_steps, config.store_state_interval,
-        config.lstm_size,
+        config.lstm_size, config.episodic_lives,
     )  # fmt: skip
     frame = bytes_per_transition(info.frame_shape, info.frame_dtype, info.num_actions)
     print(f"r2d1: sequence replay of {storage.num_rows:,} rows x {storage.num_envs} "

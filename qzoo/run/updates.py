@@ -56,11 +56,22 @@ class Updates:
         if due > 1 and self._ahead is not None:  # the next batch drawn during an update
             for batch in self._ahead.batches(due, self.sample_batch):
                 self.learn_once(batch=batch)
+                self._target_after_update()
         else:
             for _ in range(due):
                 self.learn_once()
-        if self.schedule.target_due(old_frame, new_frame):
+                self._target_after_update()
+        by_frames = not self.config.target_count_updates
+        if by_frames and self.schedule.target_due(old_frame, new_frame):
             self.learner.update_target(self.config.target_update_tau)
+
+    def _target_after_update(self):
+        """--target-count-updates: a target copy after every target_period x
+        updates-per-frame updates, counted from the first (rlpyt's update_counter)."""
+        if self.config.target_count_updates:
+            made = self.transitions_sampled // self.config.batch_size
+            if self.schedule.target_due_after(made - 1, made):
+                self.learner.update_target(self.config.target_update_tau)
 
     def sample_batch(self, lock: Any = None) -> Any:
         """A batch from replay at the current importance-sampling exponent; `lock`

@@ -3,7 +3,7 @@ the rendering path that `qzoo play` and `qzoo record` share.
 
 - Atari: ale-py's vector environment gives only the agent's 84x84 grayscale frames, so
   here the game runs in one `ale_py.ALEInterface` under the run's protocol (sticky
-  actions, up to `noop_max` no-op frames at the start, the frame cap) with the same
+  actions, `noop_min` to `noop_max` no-op frames at the start, the frame cap) with the same
   preprocessing: the action repeated `action_repeats` times, the max of the last two
   grayscale screens, resized to 84x84 by area averaging in float32 as ale-py's vector
   environment does (tests/tools/test_tools.py checks they agree pixel for pixel). Every
@@ -80,7 +80,8 @@ class AtariGame:
         ale.loadROM(roms.get_rom_path(game))
         self.actions = list(ale.getMinimalActionSet())  # the order ale-py's vector env uses
         self.action_names = [a.name for a in self.actions]
-        self.noop, self.noop_max = ale_py.Action.NOOP, protocol.noop_max
+        self.noop = ale_py.Action.NOOP
+        self.noop_min, self.noop_max = protocol.noop_min, protocol.noop_max
         self.repeats, self.fps = config.action_repeats, 60
         self.rng = np.random.default_rng(seed)  # the no-op starts
         height, width = ale.getScreenDims()
@@ -96,7 +97,7 @@ class AtariGame:
         ale = self.ale
         ale.reset_game()
         pictures, screens = [ale.getScreenRGB()], [ale.getScreenGrayscale()]
-        for _ in range(int(self.rng.integers(0, self.noop_max + 1))):
+        for _ in range(int(self.rng.integers(self.noop_min, self.noop_max + 1))):
             ale.act(self.noop)
             if ale.game_over():  # the no-ops ended the game: start it again
                 ale.reset_game()

@@ -114,7 +114,8 @@ def test_every_row_is_a_real_step_of_its_own_environment(acted):
     config, run = acted
     assert len(run.rows) > 250  # 700 batches of 2 of 4 environments: ~350 rows each
     for b in range(config.num_envs):
-        reference = AtariVector("breakout", 1, config)
+        # batch_size 1: ale-py's no-op draw as in asynchronous mode (none drawn again)
+        reference = AtariVector("breakout", 1, config, batch_size=1)
         step = reference.reset(run.seed + b)  # ale-py seeds environment i with seed + i
         for t, row in enumerate(run.rows):
             assert np.array_equal(row.frame[b], step.frame[0]), (b, t)
@@ -177,8 +178,12 @@ def test_a_batch_of_all_environments_gives_the_synchronous_rows():
     config = breakout(num_envs=3, env_batch_size=3)
     info = envs.describe(config)
     rows = {}
+
+    def synchronous(config, n, seed, eval_mode=False):  # ale-py's no-op draws, none redrawn
+        return AtariVector("breakout", n, config, batch_size=n)
+
     for actor_class in (Actor, BatchActor):
-        make_env = make_batches if actor_class is BatchActor else envs.make
+        make_env = make_batches if actor_class is BatchActor else synchronous
         policy = Policy(_Flat(info.num_actions), 1)
         actor = actor_class(config, info, policy, Streams(3, "cpu").actor, lambda _: 0.5,
                             make_env=make_env)  # fmt: skip

@@ -112,9 +112,63 @@ def test_after_last_comes_a_first_with_no_reward():
 def test_frame_cap_is_truncation_not_termination():
     env = envs.make(atari_config(env="pong", max_frames_per_episode=400), 1, seed=0)
     steps = run_until(env, lambda s: s.last[0], limit=200)
+    noops = int(env.start_noops[0])
     env.close()
     assert steps[-1].last[0] and not steps[-1].terminated[0]
-    assert len(steps) < 120  # 400 frames / 4 per step, plus no-ops
+    # The cap counts the frames after the no-ops (as DQN Zoo's run loop): 400 / 4 = 100
+    # agent steps after the first observation, however many no-op frames came before.
+    assert noops >= 1 and len(steps) == 1 + 100
+
+
+@pytest.mark.parametrize("protocol, expected", [
+    ("dqn_zoo", set(range(1, 31))),  # DQN Zoo's RandomNoopsEnvironmentWrapper(1, 30)
+    ("machado", {0}),  # none (Machado et al. 2018)
+])  # fmt: skip
+def test_no_op_starts_per_protocol(protocol, expected):
+    """Uniform on the protocol's range, inclusive: every value seen in 8 + 320 starts
+    (40 ten-step episodes in each of 8 games), no other."""
+    config = atari_config(env="pong", protocol=protocol, max_frames_per_episode=40)
+    env = envs.make(config, 8, seed=0)
+    env.reset(seed=1)
+    counts = env.start_noops.tolist()
+    for _ in range(40 * 11):  # 10 steps per episode, then the reset step
+        step = env.step(np.zeros(8, np.int64))
+        counts.extend(env.start_noops[step.first].tolist())
+    env.close()
+    assert len(counts) == 8 + 320 and set(counts) == expected
+
+
+def test_a_start_drawn_with_no_no_op_is_drawn_again_and_frames_are_real_no_ops():
+    """ale-py (noop_max 31) draws 0 no-op frames for its environment seeded 9; qzoo resets
+    that environment again, and its first frame is the screen after exactly the no-op
+    frames it reports, as one ALE stepped by hand shows."""
+    from ale_py.vector_env import AtariVectorEnv
+
+    from qzoo.tools.screen import AtariGame
+
+    raw = AtariVectorEnv("pong", 1, noop_max=31, stack_num=1, autoreset_mode="NextStep",
+                         reward_clipping=False, use_fire_reset=False)  # fmt: skip
+    _, info = raw.reset(seed=9)
+    raw.close()
+    assert info["episode_frame_number"][0] == 0
+    config = atari_config(env="pong")
+    env = envs.make(config, 1, seed=9)
+    frames = [env.reset(seed=9).frame[0]]
+    k = int(env.start_noops[0])
+    frames += [env.step(np.zeros(1, np.int64)).frame[0] for _ in range(30)]
+    env.close()
+    assert 1 <= k <= 30
+
+    def by_hand(noops):
+        game = AtariGame(config, "pong", seed=9)
+        game.noop_min = game.noop_max = noops
+        frame, pictures = game.reset()
+        assert len(pictures) == 1 + noops
+        return [frame] + [game.step(0)[0] for _ in range(30)]
+
+    same = [(a == b).all() for a, b in zip(frames, by_hand(k))]
+    one_fewer = [(a == b).all() for a, b in zip(frames, by_hand(k - 1))]
+    assert all(same) and not all(one_fewer)  # Pong's ball moves a frame earlier
 
 
 def test_machado_protocol_has_no_life_loss_signal():

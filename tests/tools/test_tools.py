@@ -168,7 +168,7 @@ def test_atari_screen_sees_what_the_vector_env_gives_the_agent(game):
 
     config = build_config("dqn", {"env": game})
     atari = AtariGame(config, game, seed=3)
-    atari.noop_max = 0  # the vector env's no-op draws are its own: compare without them
+    atari.noop_min = atari.noop_max = 0  # the vector env draws its own: compare without
     vector = AtariVectorEnv(game, 1, num_threads=1, repeat_action_probability=0.0,
                             autoreset_mode="NextStep", stack_num=1, noop_max=0,
                             reward_clipping=False, use_fire_reset=False)  # fmt: skip

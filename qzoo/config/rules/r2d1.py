@@ -3,7 +3,13 @@ and the options that act only with it."""
 
 from qzoo.errors import bad_value, flag
 
-ACTS_ONLY_WITH = {}  # options that act only with others (config/validate.py joins them)
+# Options that act only with others (config/validate.py joins them).
+ACTS_ONLY_WITH = {
+    "episodic_lives": (False, ("protocol", "recurrent", "env"),
+                       lambda c, d: c.recurrent and d == "atari" and c.protocol == "dqn_zoo",
+                       ("--recurrent (R2D1) on Atari under --protocol dqn_zoo (the only "
+                        "one with a life-loss signal)")),
+}  # fmt: skip
 
 
 # ---- R2D1 (--recurrent): what sequences need, and what has no recurrent version ----
