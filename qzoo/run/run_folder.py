@@ -50,6 +50,8 @@ CHECKPOINT = folder.CHECKPOINT
 # --checkpoint K` loads. A few MB each, next to the replay's GB in latest.safetensors.
 NETWORKS = folder.NETWORKS
 OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before format 1
+
+
 # {"threads": N, "device": "cpu" or "cuda"}: the count a start ran with, which an auto
 # resume keeps (threads.py). Not in config.json, whose `threads` is what the user asked.
 def train(config, accept_changes=None, notes=()):
@@ -147,9 +149,7 @@ class _Run:
             trainer = None if complete else self.make_trainer(state)
             del state  # drops the memory maps of the checkpoint's replay
             with folder.os_errors("write", self.config_path, "; " + self.kept()):
-                atomic_write(
-                    self.config_path, lambda f: f.write(config.to_json().encode())
-                )
+                atomic_write(self.config_path, lambda f: f.write(config.to_json().encode()))
             if self.rows:
                 with folder.os_errors("write", self.csv.path, "; " + self.kept()):
                     self.csv.write(self.rows)  # repairs a deleted, cut or garbled file
@@ -197,6 +197,14 @@ class _Run:
                 raise UserError(f"checkpoint {self.ckpt_path} does not hold a qzoo run")
             folder.check_config_dict(state["config"], f"checkpoint {self.ckpt_path}")
             self.rows = state["rows"]
+            trainer_state = state["trainer"] if isinstance(state["trainer"], dict) else {}
+            bad = folder.first_non_finite(trainer_state.get("learner"), "trainer/learner")
+            if bad:
+                raise UserError(
+                    f"checkpoint {self.ckpt_path} is damaged: array {bad[0]!r} holds {bad[1]} "
+                    "NaN or infinite values, which training never saves (a run that diverges "
+                    "stops before its save), so the file changed on disk; " + checkpoint.LEFT_AS_IS
+                )
         if state is None and self.config.log_replay:
             from qzoo.offline.writer import check_new_folder
 
