@@ -285,13 +285,22 @@ class _Run:
     def train(self, trainer):
         """Runs the remaining iterations; after each, saves the checkpoint, then
         rebuilds results.csv from it."""
-        from qzoo.run.trainer import run
-
         config, tb_log = self.config, None
         if config.tensorboard:
             tb_log = logs.TensorBoardLog(
                 os.path.join(self.run_dir, "tensorboard"), trainer.iteration * config.train_frames
             )
+        try:
+            self.iterate(trainer, tb_log)
+        finally:  # before a Ctrl-C removes a new folder: the writer's thread writes there
+            if tb_log:
+                tb_log.close()
+
+    def iterate(self, trainer, tb_log):
+        """The iterations left, each saved, then logged (`train`'s loop)."""
+        from qzoo.run.trainer import run
+
+        config = self.config
         if self.rows:  # a kill between the last checkpoint and its network: write it now
             self.save_network(trainer, self.rows[-1]["iteration"], missing_only=True)
         for row in run(trainer, logs.Progress(config, config.progress)):
@@ -310,8 +319,6 @@ class _Run:
             if tb_log:
                 tb_log.write(row)
             print(logs.console_line(row), flush=True)
-        if tb_log:
-            tb_log.close()
 
     def save_network(self, trainer, iteration, missing_only=False):
         """Saves the online network of `iteration` on its own when --snapshot-interval
