@@ -53,12 +53,15 @@ def main(argv):
     else:
         dst = options["dst"]
         _check_empty_destination(dst)
+        existed = os.path.isdir(dst)
         try:
             (to_qzoo if options["to"] == "qzoo" else to_dopamine)(options["src"], dst)
-        except BaseException:  # a file corrupt inside (CRC) shows only while converting
+        except BaseException:  # a file corrupt inside (CRC), a full disk, Ctrl-C
             for name in os.listdir(dst) if os.path.isdir(dst) else ():  # it was empty
                 path = os.path.join(dst, name)
                 shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+            if not existed and os.path.isdir(dst):
+                os.rmdir(dst)  # the folder this command made
             raise
 
 
