@@ -148,6 +148,13 @@ class _Run:
             # is written, so that a failed start leaves no config.json to trip over.
             trainer = None if complete else self.make_trainer(state)
             del state  # drops the memory maps of the checkpoint's replay
+            if trainer is not None:  # a disk too small for its checkpoints: refused now
+                from qzoo.run.checks import check_checkpoint_space
+
+                state = {"learner": trainer.learner.state_dict(),  # not a Ray run's shards
+                         "streams": trainer.streams.state_dict()}  # fmt: skip
+                check_checkpoint_space(config, self.info, state, self.run_dir)
+                del state
             with folder.os_errors("write", self.config_path, "; " + self.kept()):
                 atomic_write(self.config_path, lambda f: f.write(config.to_json().encode()))
             if self.rows:
