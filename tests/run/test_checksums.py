@@ -176,3 +176,26 @@ def test_a_run_checkpoint_without_checksums_resumes_unverified(run_dir, capsys):
     err = capsys.readouterr().err
     assert f"checkpoint {path} has no checksums" in err and "unverified" in err
     assert "crc32" in header_of(path)[0]["__metadata__"]  # its next save has them
+
+
+def test_a_tool_refuses_a_damaged_network_snapshot(run_dir):
+    from qzoo.tools.runs import load_run
+
+    path = run_dir / "checkpoints" / "networks" / "iteration-0.safetensors"
+    weights = checkpoint.load(path)
+    name = next(iter(weights))
+    weights[name].view(-1)[1] = float("inf")
+    checkpoint.save(path, weights)
+    with pytest.raises(UserError) as e:
+        load_run(str(run_dir), 0)
+    assert str(e.value) == (f"{path} is damaged: array {name!r} holds 1 NaN or infinite "
+                            "values, which training never saves")  # fmt: skip
+    weights[name].view(-1)[1] = 0.5
+    checkpoint.save(path, weights)
+    flip(path, name, at=4)
+    with pytest.raises(UserError) as e:
+        load_run(str(run_dir), 0)
+    message = str(e.value)
+    assert message.startswith(f"checkpoint {path} is damaged: array {name!r} does not match")
+    assert message.endswith("; choose another --checkpoint, or latest")
+    assert load_run(str(run_dir), 1).iteration == 1  # another one still loads
