@@ -349,7 +349,7 @@ def qzoo_layout(folder):
     cache = os.path.join(folder, "qzoo")
     found = dopamine.suffixes(replay_logs(folder))
     if _manifest_sources(cache) == sources(replay_logs(folder), found):
-        load_qzoo(cache)  # every file mappable: refused now, not at the iteration using it
+        load_qzoo(cache, verify=())  # every file mappable: refused now, not at its iteration
         return cache
     announce = (f"offline: converting {folder} to a memory-mappable copy in {cache} "
                 "(once; `qzoo dataset convert` does the same)")  # fmt: skip
