@@ -67,16 +67,18 @@ def no_space(path, need, what="write"):
     )
 
 
-def reserve(fd, size, path):
+def reserve(fd, size, path, new=True):
     """Allocates the first `size` bytes of the open file `fd` on disk (posix_fallocate),
     so that writing them through a memory map cannot meet a full disk; UserError naming
-    `path`, the space needed and the space free when they do not fit. A file system
-    without fallocate gets the free space checked instead."""
+    `path`, the space needed and the space free when they do not fit (a `new` file is
+    emptied first, giving back what was allocated). A file system without fallocate
+    gets the free space checked instead."""
     try:
         os.posix_fallocate(fd, 0, size)
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-            os.ftruncate(fd, 0)  # gives back what was allocated, so "free" is true
+            if new:
+                os.ftruncate(fd, 0)
             raise no_space(path, size) from None
         if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
             raise

@@ -21,6 +21,7 @@ import os
 import numpy as np
 
 from qzoo.errors import UserError
+from qzoo.files import reserve
 from qzoo.offline.dopamine import DTYPES, STORE, write_checkpoint
 from qzoo.offline.maps import create_npy, mapping, release
 
@@ -188,6 +189,8 @@ def _array(staging, name, shape, made):
     if os.path.exists(path):
         existing = _open_staged(path, staging)
         if existing.shape == shape and existing.dtype == dtype:
+            with open(path, "r+b") as f:  # an older qzoo's may be sparse: its holes too
+                reserve(f.fileno(), os.fstat(f.fileno()).st_size, path, new=False)
             return existing
     array = create_npy(path, dtype, shape)
     made.append(path)

@@ -18,6 +18,7 @@ import pytest
 from helpers import REPO, episodes
 
 from qzoo.cli.main import main
+from qzoo.errors import UserError
 from qzoo.offline import dataset as dataset_lib
 from qzoo.offline.writer import LoggedReplayWriter
 
@@ -150,6 +151,28 @@ def test_a_replay_log_that_cannot_be_staged_leaves_nothing(tmp_path, monkeypatch
     one_error_line(capsys.readouterr().err, f"cannot write {staged}: not enough disk space")
     assert reserved == [128 + 1000 * 400]  # the frames' file, header and rows
     assert not log.exists() and not run_dir.exists()
+
+
+def test_staging_files_reopened_by_a_resume_are_reserved_and_kept(tmp_path, monkeypatch):
+    """A resume reopens the staging files (an older qzoo's were sparse): their holes are
+    reserved too, and a full disk then leaves them as they were."""
+    args = (tmp_path / "log" / "replay_logs", 100, FRAME)
+    staging = tmp_path / "log" / ".staging"
+    writer = LoggedReplayWriter(*args, staging=staging)
+    episodes(writer, [10, 12])
+    del writer
+    before = {p.name: p.read_bytes() for p in staging.iterdir()}
+    reserved = []
+
+    def full(fd, offset, length):
+        reserved.append(length)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(UserError, match=f"cannot write {staging / 'observation.npy'}: not enough"):
+        LoggedReplayWriter(*args, staging=staging)
+    assert reserved == [128 + 100 * 400]
+    assert {p.name: p.read_bytes() for p in staging.iterdir()} == before
 
 
 def small_disk(tmp_path):
