@@ -1,10 +1,15 @@
 """Files written whole or not at all: a temporary file next to the target, flushed to
 disk, then renamed over it (and the rename itself made durable), so that a kill or a
-power cut leaves the old file or the new one, never half of one."""
+power cut leaves the old file or the new one, never half of one. And disk space
+reserved before a file is written through a memory map, where a full disk is not an
+error but SIGBUS, which kills the process without a word."""
 
 import errno
 import os
+import shutil
 import tempfile
+
+from qzoo.errors import UserError
 
 
 def atomic_write(path, write):
@@ -39,3 +44,44 @@ def _fsync_folder(folder):
             raise
     finally:
         os.close(fd)
+
+
+def size_text(num_bytes):
+    """1536 -> '1.5 KiB': a size for messages."""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if num_bytes < 1024 or unit == "GiB":
+            return f"{num_bytes} bytes" if unit == "bytes" else f"{num_bytes:,.1f} {unit}"
+        num_bytes /= 1024
+    return ""
+
+
+def no_space(path, need, what="write"):
+    """The one line for a disk without `need` bytes free for `path`."""
+    try:
+        free = size_text(shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free)
+    except OSError:
+        free = "unknown"
+    return UserError(
+        f"cannot {what} {path}: not enough disk space ({size_text(need)} needed, {free} "
+        "free there); free some space or choose another folder"
+    )
+
+
+def reserve(fd, size, path, new=True):
+    """Allocates the first `size` bytes of the open file `fd` on disk (posix_fallocate),
+    so that writing them through a memory map cannot meet a full disk; UserError naming
+    `path`, the space needed and the space free when they do not fit (a `new` file is
+    emptied first, giving back what was allocated). A file system without fallocate
+    gets the free space checked instead."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            if new:
+                os.ftruncate(fd, 0)
+            raise no_space(path, size) from None
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise
+        used = os.fstat(fd).st_blocks * 512
+        if shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free + used < size:
+            raise no_space(path, size) from None

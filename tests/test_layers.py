@@ -18,7 +18,7 @@ LAYERS = {
     "replay": 3, "learning": 3, "envs": 3,
     "networks": 2,
     "config": 1, "errors": 1, "streams": 1, "files": 1, "terminal": 1, "data": 1,
-    "signals": 1,
+    "signals": 1, "checksums": 1,
     "__init__": 0,
 }  # fmt: skip
 

@@ -68,15 +68,18 @@ def main(argv):
         if options["workers"] is not None and options["source"] != "rlu":
             raise UserError("convert --workers: only with --from rlu (decoding its frames)")
         _check_empty_destination(dst)
+        existed = os.path.isdir(dst)
         try:
             if options["source"] == "rlu":
                 _from_rlu(options["src"], dst, options["to"] or "qzoo", options["workers"])
             else:
                 (to_qzoo if options["to"] == "qzoo" else to_dopamine)(options["src"], dst)
-        except BaseException:  # a file corrupt inside (CRC) shows only while converting
+        except BaseException:  # a file corrupt inside (CRC), a full disk, Ctrl-C
             for name in os.listdir(dst) if os.path.isdir(dst) else ():  # it was empty
                 path = os.path.join(dst, name)
                 shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+            if not existed and os.path.isdir(dst):
+                os.rmdir(dst)  # the folder this command made
             raise
 
 

@@ -9,8 +9,10 @@ training (the `qzoo dataset` command is cli/dataset.py).
 DIR and SRC are `replay_logs` folders (or the run folder above one). The qzoo layout
 is one folder per checkpoint suffix, `ckpt.<N>/`, holding the six arrays as plain
 uncompressed NPY files (`np.load(..., mmap_mode="r")` maps them without reading), plus
-`dataset.json` naming the format: more disk than the gzip files, and almost no memory
-to train from."""
+`dataset.json` naming the format and each array's CRC-32 (computed as the conversion
+streams it out, checked when a process first opens the file): more disk than the gzip
+files, and almost no memory to train from. The conversion checks the disk can hold it
+and reserves each frames file before mapping it (a full disk under a map is SIGBUS)."""
 
 import contextlib
 import functools
@@ -18,14 +20,17 @@ import glob
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 
 import numpy as np
 
+from qzoo import checksums
 from qzoo.errors import UserError
-from qzoo.files import atomic_write
+from qzoo.files import atomic_write, size_text
 from qzoo.offline import dopamine, rlu
+from qzoo.offline.maps import create_npy, mapping, release
 from qzoo.offline.storage import DatasetStorage
 
 QZOO_FORMAT = "qzoo-dqn-replay-1"
@@ -69,7 +74,7 @@ def info(folder, stack=None):
     4 when they cannot tell)."""
     qzoo = os.path.exists(os.path.join(folder, "dataset.json"))  # convert's own layout
     folder = folder if qzoo else replay_logs(folder)
-    mapped = load_qzoo(folder) if qzoo else None
+    mapped = load_qzoo(folder, verify=dopamine.DTYPES.keys() - {"observation"}) if qzoo else None
     found = sorted(mapped) if qzoo else dopamine.suffixes(folder)
     if not found:
         raise UserError(f"{folder} holds no DQN Replay Dataset checkpoint (six *_ckpt.N.gz "
@@ -114,27 +119,41 @@ def to_qzoo(src, dst, quiet=False, announce=None):
     found = dopamine.suffixes(src)
     if not found:
         raise UserError(f"{src} holds no DQN Replay Dataset checkpoint")
-    for suffix in found:
-        _small_arrays(src, suffix, whole=True)
+    need = sum(_npy_bytes(_small_arrays(src, suffix, whole=True)) for suffix in found)
     os.makedirs(dst, exist_ok=True)
     tempfile.TemporaryFile(dir=dst).close()  # an OSError on a read-only folder
+    free = shutil.disk_usage(dst).free
+    if need > free:
+        raise UserError(
+            f"convert: {dst} has {size_text(free)} free, and the memory-mappable copy of "
+            f"{src} needs {size_text(need)}; free some space or convert into another folder"
+        )
     if announce:
         print(announce, file=sys.stderr)
     bar = progress_bar(len(found), "converting", "checkpoint")
+    crcs = {}
     for suffix in found:
         out = os.path.join(dst, f"ckpt.{suffix}")
         os.makedirs(out, exist_ok=True)
         small = _small_arrays(src, suffix)
         frames_path = os.path.join(out, "observation.npy")
         tmp = frames_path + ".tmp"
-        frames = np.lib.format.open_memmap(tmp, "w+", np.uint8, small["observation"].shape)
-        dopamine.read_array(os.path.join(src, dopamine.file_name("observation", suffix)),
-                            "observation", frames)  # fmt: skip
-        frames.flush()
-        del frames
-        os.replace(tmp, frames_path)
+        crc = checksums.Crc32()
+        try:  # a failure, or Ctrl-C, leaves no partial frames file filling the disk
+            frames = create_npy(tmp, np.uint8, small["observation"].shape)
+            dopamine.read_array(os.path.join(src, dopamine.file_name("observation", suffix)),
+                                "observation", frames, crc.update)  # fmt: skip
+            frames.flush()
+            del frames
+            os.replace(tmp, frames_path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
+        crcs[str(suffix)] = {"observation": crc.hex()}
         for attribute in ("action", "reward", "terminal", "add_count", "invalid_range"):
             array = small[attribute]
+            crcs[str(suffix)][attribute] = checksums.of_array(array)
             atomic_write(os.path.join(out, f"{attribute}.npy"),
                          lambda f, a=array: np.lib.format.write_array(f, a, allow_pickle=False))  # fmt: skip
         if bar is not None:
@@ -143,7 +162,8 @@ def to_qzoo(src, dst, quiet=False, announce=None):
             print(f"checkpoint {suffix} -> {out}", file=sys.stderr)
     if bar is not None:
         bar.close()
-    manifest = {"format": QZOO_FORMAT, "checkpoints": found, "sources": sources(src, found)}
+    manifest = {"format": QZOO_FORMAT, "checkpoints": found, "sources": sources(src, found),
+                "crc32": crcs}  # fmt: skip
     atomic_write(
         os.path.join(dst, "dataset.json"), lambda f: f.write(json.dumps(manifest).encode())
     )
@@ -160,9 +180,16 @@ def from_rlu(src, dst, workers=None):
     )
 
 
-def load_qzoo(folder, only=None):
+def _npy_bytes(arrays):
+    """The bytes of the NPY files of `arrays` (a header of at most 128 bytes each)."""
+    return sum(128 + a.size * a.dtype.itemsize for a in arrays.values())
+
+
+def load_qzoo(folder, only=None, verify=tuple(dopamine.DTYPES)):
     """{suffix: arrays} of a qzoo-layout dataset (of the suffixes `only`, default all),
-    frames memory-mapped read-only."""
+    frames memory-mapped read-only. The arrays named in `verify` are checked against
+    the manifest's checksums (once per process and file: _verify); a dataset converted
+    before checksums loads unverified, with a note."""
     try:
         with open(os.path.join(folder, "dataset.json"), "rb") as f:
             manifest = json.loads(f.read())
@@ -170,6 +197,11 @@ def load_qzoo(folder, only=None):
         raise UserError(f"{folder} is not a qzoo dataset (no readable dataset.json)") from None
     if not isinstance(manifest, dict) or manifest.get("format") != QZOO_FORMAT:
         raise UserError(f"{folder}/dataset.json: not format {QZOO_FORMAT}")
+    crcs = manifest.get("crc32")
+    if crcs is None and verify and os.path.abspath(folder) not in _UNVERIFIED:
+        _UNVERIFIED.add(os.path.abspath(folder))
+        print(f"qzoo: note: {folder} has no checksums (converted by an older qzoo): its "
+              "arrays are loaded unverified", file=sys.stderr)  # fmt: skip
     out = {}
     for suffix in manifest["checkpoints"]:
         if only is not None and int(suffix) not in only:
@@ -180,8 +212,34 @@ def load_qzoo(folder, only=None):
             arrays[attribute] = _map_npy(path, folder)
             if arrays[attribute].dtype != dtype:
                 raise UserError(f"{path}: dtype {arrays[attribute].dtype}, not {np.dtype(dtype)}")
+            if crcs is not None and attribute in verify:
+                expected = crcs.get(str(suffix), {}) if isinstance(crcs, dict) else None
+                expected = expected.get(attribute) if isinstance(expected, dict) else None
+                if not checksums.is_checksum(expected):
+                    raise UserError(f"{folder}/dataset.json: no checksum for {path}; "
+                                    + _redo(folder))  # fmt: skip
+                _verify(path, attribute, arrays[attribute], expected, folder)
         out[int(suffix)] = arrays
     return out
+
+
+_UNVERIFIED = set()  # folders said to have no checksums, once per process
+_VERIFIED = {}  # (path, inode, size, mtime) -> checksum: each file is read through once
+
+
+def _verify(path, attribute, array, expected, folder):
+    """Refuses in one line a file whose array does not match its checksum."""
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    if _VERIFIED.get(key) != expected:
+        found = checksums.of_array(array)
+        mapped = mapping(array)
+        if mapped is not None:
+            release([mapped])  # read through once: not this process's memory
+        if found != expected:
+            raise UserError(checksums.mismatch(path, attribute, expected, found) + "; "
+                            + _redo(folder))  # fmt: skip
+        _VERIFIED[key] = expected
 
 
 def _map_npy(path, folder):
@@ -198,14 +256,17 @@ def _map_npy(path, folder):
         shape, _, dtype = getattr(np.lib.format, f"read_array_header_{min(version[0], 2)}_0")(f)
         need = f.tell() + math.prod(shape) * dtype.itemsize
         problem = f"is truncated ({have:,} of its {need:,} bytes)" if have < need else problem
+    raise UserError(f"{path}: {problem}; {_redo(folder)}")
+
+
+def _redo(folder):
+    """How to remake the qzoo-layout dataset `folder`, for messages."""
     parent = os.path.dirname(os.path.normpath(folder)) or "."
     gzips = glob.glob(os.path.join(glob.escape(replay_logs(parent)), "*_ckpt.*.gz"))
     if os.path.basename(os.path.normpath(folder)) == "qzoo" and gzips:  # qzoo_layout's copy
-        redo = (f"delete {folder}, the memory-mappable copy `--offline {parent}` made, and "
+        return (f"delete {folder}, the memory-mappable copy `--offline {parent}` made, and "
                 "the next such run converts the gzip files again")  # fmt: skip
-    else:
-        redo = "convert the dataset again, into a new folder (qzoo dataset convert ... --to qzoo)"
-    raise UserError(f"{path}: {problem}; {redo}")
+    return "convert the dataset again, into a new folder (qzoo dataset convert ... --to qzoo)"
 
 
 def to_dopamine(src, dst):
@@ -243,7 +304,7 @@ def dataset_suffixes(folder, checkpoints="", reload=0):
     """The suffixes `--offline folder --offline-checkpoints ...` trains on; UserError
     when there are none, or fewer than `reload` to draw from each iteration."""
     if os.path.exists(os.path.join(folder, "dataset.json")):
-        found = sorted(load_qzoo(folder))
+        found = sorted(load_qzoo(folder, verify=()))  # listed only: checked when opened
     else:
         found = dopamine.suffixes(replay_logs(folder))
     chosen = found[parse_slice(checkpoints)]
@@ -301,7 +362,7 @@ def qzoo_layout(folder):
     cache = os.path.join(folder, "qzoo")
     found = dopamine.suffixes(replay_logs(folder))
     if _manifest_sources(cache) == sources(replay_logs(folder), found):
-        load_qzoo(cache)  # every file mappable: refused now, not at the iteration using it
+        load_qzoo(cache, verify=())  # every file mappable: refused now, not at its iteration
         return cache
     announce = (f"offline: converting {folder} to a memory-mappable copy in {cache} "
                 "(once; `qzoo dataset convert` does the same)")  # fmt: skip

@@ -107,10 +107,11 @@ def _typed_header(stream, path, attribute):
     return shape, dtype
 
 
-def read_array(path, attribute, out=None):
+def read_array(path, attribute, out=None, on_chunk=None):
     """Reads `attribute`'s array from the gzip file `path`, checking its dtype (and its
     shape against `out`'s, when given). With `out` (e.g. a memory map) the data are
-    streamed into it in chunks, so no second copy of a 7 GB array is made."""
+    streamed into it in chunks, so no second copy of a 7 GB array is made; each chunk
+    read is also given to `on_chunk` (a checksum's update, say)."""
     try:
         with gzip.open(path, "rb") as stream:
             shape, dtype = _typed_header(stream, path, attribute)
@@ -124,6 +125,8 @@ def read_array(path, attribute, out=None):
                 n = stream.readinto(view[done : done + _CHUNK])
                 if n == 0:
                     raise _corrupt(path, f"is truncated ({done} of {len(view)} data bytes)")
+                if on_chunk is not None:
+                    on_chunk(view[done : done + n])
                 done += n
             if stream.read(1):
                 _more_than_its_array(stream, path)

@@ -15,13 +15,15 @@ add_count mod C in {C-4, C-3, C-2}; qzoo checks after every row, so no pass is l
 last, unfinished pass), as batch_rl's `log_final_buffer` does.
 """
 
+import contextlib
 import os
 
 import numpy as np
 
 from qzoo.errors import UserError
+from qzoo.files import reserve
 from qzoo.offline.dopamine import DTYPES, STORE, write_checkpoint
-from qzoo.offline.maps import mapping, release
+from qzoo.offline.maps import create_npy, mapping, release
 
 
 class LoggedReplayWriter:
@@ -39,21 +41,15 @@ class LoggedReplayWriter:
         self.stack, self.update_horizon, self.compresslevel = stack, update_horizon, compresslevel
         shapes = {"observation": (capacity,) + tuple(frame_shape), "action": (capacity,),
                   "reward": (capacity,), "terminal": (capacity,)}  # fmt: skip
-        for name, shape in shapes.items():
-            dtype = DTYPES[name]
-            if staging is None:
-                array = np.zeros(shape, dtype)
-            else:
-                os.makedirs(staging, exist_ok=True)
-                path = os.path.join(staging, f"{name}.npy")
-                array = None
-                if os.path.exists(path):
-                    existing = _open_staged(path, staging)
-                    if existing.shape == shape and existing.dtype == dtype:
-                        array = existing
-                if array is None:
-                    array = np.lib.format.open_memmap(path, "w+", dtype, shape)
-            setattr(self, name, array)
+        made = []  # staging files and folders made here: a full disk removes them
+        try:
+            for name, shape in shapes.items():
+                setattr(self, name, _array(staging, name, shape, made))
+        except BaseException:
+            for path in reversed(made):
+                with contextlib.suppress(OSError):
+                    os.rmdir(path) if os.path.isdir(path) else os.remove(path)
+            raise
         self.add_count = 0
         self.log_count = 0  # the next snapshot's suffix
         # Staging maps leave the resident set every 256 MiB of rows and after each
@@ -173,6 +169,32 @@ class RowLogger:
         pending = state["pending"]
         self.pending = None if pending is None else (np.array(pending["frame"]),
                                                      int(pending["action"]))  # fmt: skip
+
+
+def _array(staging, name, shape, made):
+    """The buffer's array `name`: in memory, or (with `staging`) its staging file,
+    reopened when it fits, else made with its disk space reserved (create_npy); what
+    is made is appended to `made`."""
+    dtype = DTYPES[name]
+    if staging is None:
+        return np.zeros(shape, dtype)
+    missing = []
+    folder = os.path.abspath(staging)
+    while not os.path.exists(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    os.makedirs(staging, exist_ok=True)
+    made.extend(reversed(missing))
+    path = os.path.join(staging, f"{name}.npy")
+    if os.path.exists(path):
+        existing = _open_staged(path, staging)
+        if existing.shape == shape and existing.dtype == dtype:
+            with open(path, "r+b") as f:  # an older qzoo's may be sparse: its holes too
+                reserve(f.fileno(), os.fstat(f.fileno()).st_size, path, new=False)
+            return existing
+    array = create_npy(path, dtype, shape)
+    made.append(path)
+    return array
 
 
 def _open_staged(path, staging):

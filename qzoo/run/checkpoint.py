@@ -10,16 +10,22 @@ own memory to the file in chunks, so a save needs only a few MiB on top of the s
 `load` maps large numpy arrays from the file (copy-on-write) instead of reading them
 into memory. The file is written next to its final path as `.tmp-*`, fsynced and
 renamed over it: a kill at any moment leaves the previous checkpoint or the new one,
-never half of one."""
+never half of one.
+
+Every array carries a CRC-32 of its bytes (qzoo/checksums.py), computed as it is
+streamed out and checked as it is read back: a byte flipped inside an array is refused
+by name, never trained on. A file from before checksums loads unverified, and says so."""
 
 import json
 import math
 import os
 import struct
+import sys
 
 import numpy as np
 import torch
 
+from qzoo import checksums
 from qzoo.errors import UserError
 from qzoo.files import atomic_write
 
@@ -53,7 +59,8 @@ def save(path, state):
 
       8 bytes   little-endian length N of the header
       N bytes   JSON header: {name: {"dtype", "shape", "data_offsets"}, ...,
-                "__metadata__": {"format": "qzoo", "format_version": "1", "tree": JSON}}
+                "__metadata__": {"format": "qzoo", "format_version": "1", "tree": JSON,
+                                 "crc32": JSON {name: 8 hex digits, ...}}}
       the rest  every array's bytes, row-major, back to back
 
     "tree" is the JSON of everything but the arrays, with a placeholder per array that
@@ -80,16 +87,28 @@ def save(path, state):
         "format_version": str(FORMAT_VERSION),
         "tree": json.dumps(tree, separators=(",", ":"), allow_nan=False),
     }
-    data = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
-    data += b" " * (-len(data) % 8)  # padding with spaces, as safetensors does
+
+    def encoded(crcs):
+        header["__metadata__"]["crc32"] = json.dumps(crcs, separators=(",", ":"))
+        data = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+        data += b" " * (-len(data) % 8)  # padding with spaces, as safetensors does
+        return struct.pack("<Q", len(data)) + data
 
     def write(f):
         f.flush()
         fd = f.fileno()  # os.write: unbuffered, no copy of the chunks
-        _write_all(fd, struct.pack("<Q", len(data)) + data)
-        for _, array, _ in arrays:
+        first = encoded({name: checksums.PLACEHOLDER for name, _, _ in arrays})
+        _write_all(fd, first)
+        crcs = {}
+        for name, array, _ in arrays:
+            crc = checksums.Crc32()
             for chunk in _chunks(array):
+                crc.update(chunk)
                 _write_all(fd, chunk)
+            crcs[name] = crc.hex()
+        final = encoded(crcs)  # the same length: hex digits for hex digits
+        assert len(final) == len(first)
+        _write_all(fd, final, at=0)
 
     atomic_write(path, write)
 
@@ -161,10 +180,12 @@ def _chunks(array):
             yield np.ascontiguousarray(array[i : i + rows]).reshape(-1).view(np.uint8)
 
 
-def _write_all(fd, data):
-    view = memoryview(data).cast("B")
-    while view:
-        view = view[os.write(fd, view) :]
+def _write_all(fd, data, at=None):
+    """Writes all of `data` at the file's position, or at offset `at` (os.pwrite)."""
+    view, done = memoryview(data).cast("B"), 0
+    while done < len(view):
+        rest = view[done:]
+        done += os.write(fd, rest) if at is None else os.pwrite(fd, rest, at + done)
 
 
 # ---- load ------------------------------------------------------------------------
@@ -180,8 +201,11 @@ def load(path):
     arrays and every torch tensor (on the CPU, wherever it was saved from) are read into
     fresh memory. Nothing is unpickled.
 
-    A missing, truncated, corrupt or foreign file, or another format version, raises
-    UserError with a message naming the file and what to do."""
+    Every array is checked against its checksum as it is read (a memory-mapped one is
+    read through once); a file without checksums (an older qzoo's) loads unverified,
+    with a note on stderr. A missing, truncated, corrupt or foreign file, an array that
+    fails its checksum, or another format version, raises UserError with a message
+    naming the file (and the array) and what to do."""
     if not os.path.exists(path):
         raise UserError(f"checkpoint {path!r} does not exist")
     with open(path, "rb") as f:
@@ -194,14 +218,19 @@ def load(path):
                 "or use another --run-dir"
             )
         header, data_start = _read_header(f, path, start, size)
-        tree = header.pop("__metadata__")["tree"]
+        meta = header.pop("__metadata__")
+        tree, crcs = meta["tree"], _checksums(meta, header, path)
         used = set()
 
         def read(name, kind):
             if name in used or name not in header or kind not in ("numpy", "torch"):
                 raise ValueError(f"array {name!r} missing, used twice or of unknown kind")
             used.add(name)
-            return _read_array(f, path, data_start, header[name], kind)
+            array, crc = _read_array(f, path, data_start, header[name], kind, crcs is not None)
+            if crcs is not None and crc != crcs[name]:
+                raise UserError(checksums.mismatch(f"checkpoint {path}", name, crcs[name], crc)
+                                + "; " + LEFT_AS_IS)  # fmt: skip
+            return array
 
         try:
             state = _decode(json.loads(tree), read)
@@ -215,6 +244,10 @@ def load(path):
 def _is_pickle(start):
     # torch.save writes a zip file; pickle protocols 2-5 start with b"\x80" + version.
     return start.startswith(b"PK\x03\x04") or (start[:1] == b"\x80" and start[1:2] in b"\2\3\4\5")
+
+
+LEFT_AS_IS = ("qzoo leaves it as it is and trains on none of it: restore it from a copy, "
+              "or move it away to start the run over, or use another --run-dir")  # fmt: skip
 
 
 def _corrupt(path, reason):
@@ -279,22 +312,39 @@ def _read_header(f, path, start, size):
     return header, 8 + n
 
 
-def _read_array(f, path, data_start, entry, kind):
+def _checksums(meta, header, path):
+    """{array name: crc32 hex}, or None (with a note) for a file without checksums."""
+    if "crc32" not in meta:
+        print(f"qzoo: note: checkpoint {path} has no checksums (written by an older qzoo): "
+              "its arrays are loaded unverified", file=sys.stderr)  # fmt: skip
+        return None
+    crcs = checksums.parse(meta["crc32"], set(header))
+    if crcs is None:
+        raise _corrupt(path, "bad checksum list")
+    return crcs
+
+
+def _read_array(f, path, data_start, entry, kind, verify):
+    """(the array, the CRC-32 of its bytes as hex, or None without `verify`)."""
     np_dtype, torch_dtype = DTYPES[entry["dtype"]]
     shape, (begin, end) = tuple(entry["shape"]), entry["data_offsets"]
     if kind == "numpy" and np_dtype is None:
         raise ValueError(f"numpy has no {entry['dtype']}")
     if kind == "numpy" and end - begin >= MMAP_MIN_BYTES:
-        return np.memmap(f, np_dtype, "c", data_start + begin, shape)
+        array = np.memmap(f, np_dtype, "c", data_start + begin, shape)
+        return array, checksums.of_array(array, CHUNK_BYTES) if verify else None
     # Read in chunks into a torch tensor (any dtype, bfloat16 too); numpy arrays view it.
     tensor = torch.empty(shape, dtype=torch_dtype)
     buffer = memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
     f.seek(data_start + begin)
+    crc = checksums.Crc32()
     for i in range(0, end - begin, CHUNK_BYTES):
         chunk = buffer[i : i + CHUNK_BYTES]
         if f.readinto(chunk) != len(chunk):
             raise _corrupt(path, "truncated")
-    return tensor if kind == "torch" else tensor.numpy()
+        if verify:
+            crc.update(chunk)
+    return (tensor if kind == "torch" else tensor.numpy()), crc.hex() if verify else None
 
 
 def _decode(node, read):
@@ -320,14 +370,11 @@ def _decode(node, read):
     if tag == "tuple":
         return tuple(_decode(v, read) for v in node["items"])
     if tag == "dict":
-        return {_hashable(_decode(k, read)): _decode(v, read) for k, v in node["items"]}
+        keys = [_decode(k, read) for k, _ in node["items"]]
+        if any(isinstance(k, (list, dict, np.ndarray, torch.Tensor)) for k in keys):
+            raise TypeError("unhashable dict key")
+        return {k: _decode(v, read) for k, (_, v) in zip(keys, node["items"])}
     raise ValueError(f"unknown tag {tag!r}")
-
-
-def _hashable(key):
-    if isinstance(key, (list, dict, np.ndarray, torch.Tensor)):
-        raise TypeError("unhashable dict key")
-    return key
 
 
 def first_mismatch(saved, reference, where=""):

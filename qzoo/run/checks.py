@@ -1,14 +1,17 @@
 """What a run is refused for before anything is written or allocated: a replay log of
-frames the DQN Replay Dataset cannot hold, a dataset that is not there, and a peak
-memory the machine cannot hold."""
+frames the DQN Replay Dataset cannot hold, a dataset that is not there, a peak memory
+the machine cannot hold; and, before it trains, checkpoints its disk cannot hold."""
 
+import math
 import os
+import shutil
 
 import numpy as np
 import torch
 
 from qzoo.errors import UserError
-from qzoo.replay import replay_bytes_needed
+from qzoo.files import size_text
+from qzoo.replay import FrameStorage, replay_bytes_needed
 
 
 def resolve_device(name):
@@ -79,3 +82,58 @@ def check_peak_memory(config, info):
             f"{available / gib:.1f} GiB is available; lower --replay-capacity"
         )
     return peak
+
+
+def _array_bytes(tree, skip=("replay", "replay_log")):
+    """Bytes of the arrays and tensors in `tree`, leaving out the subtrees `skip` names."""
+    if isinstance(tree, dict):
+        return sum(_array_bytes(v, skip) for k, v in tree.items() if k not in skip)
+    if isinstance(tree, (list, tuple)):
+        return sum(_array_bytes(v, skip) for v in tree)
+    if isinstance(tree, torch.Tensor):
+        return tree.numel() * tree.element_size()
+    return tree.nbytes if isinstance(tree, np.ndarray) else 0
+
+
+HEADER_BYTES = 64 * 2**10  # a checkpoint's JSON header: the tree, names and checksums
+
+
+def checkpoint_bytes(config, info, state):
+    """(replay, replay log, the rest): an estimate of a checkpoint's size once the
+    replay (and --log-replay's buffer) are full, from a trainer's `state` (its learner:
+    networks and optimizer, whose moments its first step makes; its random streams)
+    and the capacities. The rest counts the network that --snapshot-interval keeps beside it."""
+    replay = log = 0
+    if config.checkpoint_replay and not config.offline:
+        args = (config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
+                info.num_actions)  # fmt: skip
+        on_gpu = config.replay_device == "cuda"  # replay_bytes_needed says 0 host bytes
+        replay = FrameStorage.bytes_needed(*args) if on_gpu else replay_bytes_needed(config, info)
+    if config.checkpoint_replay and config.log_replay:  # the writer's rows (writer.py)
+        log = config.log_replay_capacity * (math.prod(info.frame_shape) + 4 + 4 + 1)
+    learner = state.get("learner") or {}
+    online = _array_bytes(learner.get("online"))
+    rest = _array_bytes(state) + HEADER_BYTES
+    if not (learner.get("optimizer") or {}).get("state"):  # made at the first step: Adam's 2
+        rest += 2 * online
+    if config.snapshot_interval:
+        rest += online + HEADER_BYTES
+    return replay, log, rest
+
+
+def check_checkpoint_space(config, info, state, run_dir):
+    """Refuses, before the run trains, a run whose checkpoint its disk cannot hold (a
+    save needs the whole new file beside the previous one, renamed over it at the end)."""
+    replay, log, rest = checkpoint_bytes(config, info, state)
+    free = shutil.disk_usage(run_dir).free
+    if replay + log + rest > free:
+        parts = [f"replay at --replay-capacity {config.replay_capacity:,} {size_text(replay)}"]
+        if log:
+            parts.append(f"--log-replay buffer {size_text(log)}")
+        parts.append(f"networks and the rest {size_text(rest)}")
+        raise UserError(
+            f"cannot save checkpoints in {run_dir}: one needs about "
+            f"{size_text(replay + log + rest)} ({', '.join(parts)}) and its disk has "
+            f"{size_text(free)} free; free some space, lower --replay-capacity, pass "
+            "--no-checkpoint-replay, or use another --run-dir"
+        )

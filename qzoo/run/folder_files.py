@@ -6,6 +6,9 @@ import dataclasses
 import json
 import os
 
+import numpy as np
+import torch
+
 import qzoo.config as config_lib
 from qzoo.errors import UserError
 
@@ -74,6 +77,30 @@ def holds_a_run(state):
         and bool(rows)
         and all(isinstance(r, dict) and type(r.get("iteration")) is int for r in rows)
     )
+
+
+def first_non_finite(tree, where=""):
+    """(path, count) of the first floating-point array in `tree` (a loaded state: dicts,
+    lists, tuples of tensors and arrays) holding NaN or an infinity; None if there is
+    none. A learner's weights and optimizer state are never saved so (a run whose loss
+    or Q-values stop being finite stops before its save): in a file, they are damage."""
+    if isinstance(tree, dict):
+        items = [(f"{where}/{k}", v) for k, v in tree.items()]
+    elif isinstance(tree, (list, tuple)):
+        items = [(f"{where}/{i}", v) for i, v in enumerate(tree)]
+    elif isinstance(tree, torch.Tensor) and tree.is_floating_point():
+        count = int((~torch.isfinite(tree)).sum())
+        return (where.lstrip("/"), count) if count else None
+    elif isinstance(tree, np.ndarray) and np.issubdtype(tree.dtype, np.floating):
+        count = int((~np.isfinite(tree)).sum())
+        return (where.lstrip("/"), count) if count else None
+    else:
+        return None
+    for path, value in items:
+        found = first_non_finite(value, path)
+        if found:
+            return found
+    return None
 
 
 def check_config_dict(saved, where):

@@ -152,6 +152,13 @@ class _Run:
             # is written, so that a failed start leaves no config.json to trip over.
             trainer = None if complete else self.make_trainer(state)
             del state  # drops the memory maps of the checkpoint's replay
+            if trainer is not None:  # a disk too small for its checkpoints: refused now
+                from qzoo.run.checks import check_checkpoint_space
+
+                state = {"learner": trainer.learner.state_dict(),  # not a Ray run's shards
+                         "streams": trainer.streams.state_dict()}  # fmt: skip
+                check_checkpoint_space(config, self.info, state, self.run_dir)
+                del state
             with folder.os_errors("write", self.config_path, "; " + self.kept()):
                 atomic_write(self.config_path, lambda f: f.write(config.to_json().encode()))
             if self.rows:
@@ -203,6 +210,14 @@ class _Run:
                 raise UserError(f"checkpoint {self.ckpt_path} does not hold a qzoo run")
             folder.check_config_dict(state["config"], f"checkpoint {self.ckpt_path}")
             self.rows = state["rows"]
+            trainer_state = state["trainer"] if isinstance(state["trainer"], dict) else {}
+            bad = folder.first_non_finite(trainer_state.get("learner"), "trainer/learner")
+            if bad:
+                raise UserError(
+                    f"checkpoint {self.ckpt_path} is damaged: array {bad[0]!r} holds {bad[1]} "
+                    "NaN or infinite values, which training never saves (a run that diverges "
+                    "stops before its save), so the file changed on disk; " + checkpoint.LEFT_AS_IS
+                )
         if state is None and self.config.log_replay:
             from qzoo.offline.writer import check_new_folder
 

@@ -16,6 +16,7 @@ from qzoo.errors import UserError
 from qzoo.networks.network import make_network
 from qzoo.replay.frames import observation_shape
 from qzoo.run import checkpoint
+from qzoo.run.folder_files import first_non_finite
 from qzoo.run.run_folder import CHECKPOINT, NETWORKS, network_path
 from qzoo.tools import model_folder
 
@@ -59,6 +60,10 @@ def load_run(run_dir, iteration=None, device="cpu"):
         weights, iteration = state["trainer"]["learner"]["online"], latest
     else:
         weights, path = _network_of(run_dir, iteration), network_path(run_dir, iteration)
+    bad = first_non_finite(weights)
+    if bad:
+        raise UserError(f"{path} is damaged: array {bad[0]!r} holds {bad[1]} NaN or infinite "
+                        "values, which training never saves")  # fmt: skip
     try:
         network.load_state_dict(weights)
     except (KeyError, RuntimeError, TypeError, AttributeError) as e:

@@ -279,4 +279,8 @@ def test_a_conversion_that_meets_a_corrupt_file_removes_what_it_wrote(dataset, t
     dst = tmp_path / "q"
     assert main(["dataset", "convert", str(dataset), str(dst), "--to", "qzoo"]) == 2
     one_error_line(capsys.readouterr().err.splitlines()[-1] + "\n", str(path))
-    assert os.listdir(dst) == []  # so the next conversion may write there
+    assert not dst.exists()  # the folder the command made
+    dst.mkdir()  # one the user made stays, empty: the next conversion may write there
+    assert main(["dataset", "convert", str(dataset), str(dst), "--to", "qzoo"]) == 2
+    one_error_line(capsys.readouterr().err.splitlines()[-1] + "\n", str(path))
+    assert os.listdir(dst) == []

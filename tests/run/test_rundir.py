@@ -22,7 +22,7 @@ import torch
 
 from qzoo.cli.main import main
 from qzoo.errors import Diverged
-from qzoo.run import checkpoint
+from qzoo.run import checkpoint, checks
 from qzoo.run import trainer as loop
 
 ARGS = ["--env", "CartPole-v1", "--iterations", "1", "--train-frames", "300", "--eval-frames",
@@ -435,7 +435,7 @@ def small_tmpfs():
     os.rmdir(folder)
 
 
-def test_a_real_full_disk(run_dir, small_tmpfs, capsys):
+def test_a_real_full_disk(run_dir, small_tmpfs, capsys, monkeypatch):
     target = os.path.join(small_tmpfs, "run")
     shutil.copytree(run_dir, target)
     with open(os.path.join(small_tmpfs, "filler"), "wb") as f:  # leaves less than a checkpoint
@@ -443,6 +443,13 @@ def test_a_real_full_disk(run_dir, small_tmpfs, capsys):
         f.write(b"x" * (free - 50_000))
     before = snapshot(target)
     capsys.readouterr()
+    # Refused before it trains: the disk cannot hold its checkpoint (checks.py).
+    assert train(target, *MORE) == 2
+    err = one_error_line(capsys.readouterr().err)
+    assert f"cannot save checkpoints in {target}: one needs about " in err
+    assert snapshot(target) == before
+    # Past that check (a disk filled while the run trains), the save fails and says so.
+    monkeypatch.setattr(checks, "check_checkpoint_space", lambda *args: None)
     assert train(target, *MORE) == 2
     err = one_error_line(capsys.readouterr().err, alone=False)
     assert "No space left on device" in err and "(iteration 1) is intact" in err
