@@ -173,8 +173,17 @@ def from_rlu(src, dst, workers=None):
     """Converts an RL Unplugged Atari run (rlu.py) into the qzoo layout in `dst`, the
     manifest written last (so an interrupted conversion is redone whole)."""
     converted = rlu.convert(src, dst, workers=workers)
+    crcs = {  # read back once from the page cache: the converter writes in episode order
+        str(suffix): {
+            attribute: checksums.of_array(
+                np.load(os.path.join(dst, f"ckpt.{suffix}", f"{attribute}.npy"), mmap_mode="r")
+            )
+            for attribute in dopamine.DTYPES
+        }
+        for suffix in converted["checkpoints"]
+    }
     manifest = {"format": QZOO_FORMAT, "checkpoints": converted["checkpoints"], "sources": {},
-                "from": "rlu", "rlu": converted["rlu"]}  # fmt: skip
+                "from": "rlu", "rlu": converted["rlu"], "crc32": crcs}  # fmt: skip
     atomic_write(
         os.path.join(dst, "dataset.json"), lambda f: f.write(json.dumps(manifest).encode())
     )

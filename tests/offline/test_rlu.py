@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import shutil
+import zlib
 
 import numpy as np
 import pytest
@@ -214,3 +215,17 @@ def test_offline_training_on_the_converted_dataset(tmp_path, capsys):
     rows = (run_dir / "results.csv").read_text().splitlines()
     last = dict(zip(rows[0].split(","), rows[-1].split(",")))
     assert int(last["train_num_updates"]) == 4 and np.isfinite(float(last["train_loss"]))
+
+
+def test_the_converted_copy_carries_checksums_and_a_flipped_frame_is_refused(tmp_path, capsys):
+    dst = convert(tmp_path, "ordered")
+    manifest = json.loads((dst / "dataset.json").read_text())
+    frames = np.load(dst / "ckpt.1" / "observation.npy")
+    assert manifest["crc32"]["1"]["observation"] == f"{zlib.crc32(frames.tobytes()):08x}"
+    load_qzoo(str(dst))  # sound: loads
+    path = dst / "ckpt.1" / "observation.npy"
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0x10  # a pixel of the last frame, past the NPY header
+    path.write_bytes(bytes(data))
+    with pytest.raises(UserError, match="does not match its checksum"):
+        load_qzoo(str(dst))
