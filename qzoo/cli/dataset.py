@@ -9,7 +9,8 @@ import shutil
 
 from qzoo.cli.parser import Parser, parse
 from qzoo.errors import UserError
-from qzoo.offline.dataset import from_rlu, info, to_dopamine, to_qzoo
+from qzoo.offline.dataset import info, to_dopamine, to_qzoo
+from qzoo.offline.rlu_copy import from_rlu
 
 
 def main(argv):

@@ -4,15 +4,14 @@ training (the `qzoo dataset` command is cli/dataset.py).
   info(DIR)                  checkpoints, transitions, episodes, returns
   to_qzoo(SRC, DST)          gzip files -> memory-mappable .npy files
   to_dopamine(SRC, DST)      and back, byte-identical arrays
-  from_rlu(SRC, DST)         RL Unplugged's TFRecord files -> .npy files (rlu.py)
-
+  rlu_copy.from_rlu          RL Unplugged's TFRecord files -> the same layout
 DIR and SRC are `replay_logs` folders (or the run folder above one). The qzoo layout
 is one folder per checkpoint suffix, `ckpt.<N>/`, holding the six arrays as plain
 uncompressed NPY files (`np.load(..., mmap_mode="r")` maps them without reading), plus
 `dataset.json` naming the format and each array's CRC-32 (computed as the conversion
 streams it out, checked when a process first opens the file): more disk than the gzip
-files, and almost no memory to train from. The conversion checks the disk can hold it
-and reserves each frames file before mapping it (a full disk under a map is SIGBUS)."""
+files, and almost no memory to train from. The conversion checks the disk first and
+reserves each frames file before mapping it (a full disk under a map is SIGBUS)."""
 
 import contextlib
 import functools
@@ -164,26 +163,6 @@ def to_qzoo(src, dst, quiet=False, announce=None):
         bar.close()
     manifest = {"format": QZOO_FORMAT, "checkpoints": found, "sources": sources(src, found),
                 "crc32": crcs}  # fmt: skip
-    atomic_write(
-        os.path.join(dst, "dataset.json"), lambda f: f.write(json.dumps(manifest).encode())
-    )
-
-
-def from_rlu(src, dst, workers=None):
-    """Converts an RL Unplugged Atari run (rlu.py) into the qzoo layout in `dst`, the
-    manifest written last (so an interrupted conversion is redone whole)."""
-    converted = rlu.convert(src, dst, workers=workers)
-    crcs = {  # read back once from the page cache: the converter writes in episode order
-        str(suffix): {
-            attribute: checksums.of_array(
-                np.load(os.path.join(dst, f"ckpt.{suffix}", f"{attribute}.npy"), mmap_mode="r")
-            )
-            for attribute in dopamine.DTYPES
-        }
-        for suffix in converted["checkpoints"]
-    }
-    manifest = {"format": QZOO_FORMAT, "checkpoints": converted["checkpoints"], "sources": {},
-                "from": "rlu", "rlu": converted["rlu"], "crc32": crcs}  # fmt: skip
     atomic_write(
         os.path.join(dst, "dataset.json"), lambda f: f.write(json.dumps(manifest).encode())
     )

@@ -108,6 +108,8 @@ def test_wandb_that_cannot_start_is_one_line(tmp_path, monkeypatch, capsys):
         assert main(argv) == 2
     finally:
         wandb.teardown()
-    err = capsys.readouterr().err
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == f"run folder: {tmp_path / 'run'}"  # W&B starts in the run's folder
+    err = "\n".join(lines[1:]) + "\n"
     assert err.startswith("qzoo: error: --track: W&B could not start (") and err.count("\n") == 1
     assert "WANDB_MODE=offline" in err

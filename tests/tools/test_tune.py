@@ -26,9 +26,14 @@ SPACE = ["--space", "learning_rate=loguniform:1e-5:3e-2", "--space", "batch_size
          "--space", "n_steps=int:1:5", "--space", "mlp_hidden=off"]  # fmt: skip
 
 
-def tune_argv(out, trials, *more):
+# Ten times the training frames: a study of seconds, so that a signal sent when the first
+# row is seen still finds it running on a loaded machine (not already finished).
+LONGER = [*TRAIN[:3], "3000", *TRAIN[4:]]
+
+
+def tune_argv(out, trials, *more, train=TRAIN):
     return ["tune", "dqn", "--env", "CartPole-v1", "--trials", str(trials), "--out", str(out),
-            "--startup-trials", "1", "--warmup-iterations", "1", *SPACE, *more, "--", *TRAIN]  # fmt: skip
+            "--startup-trials", "1", "--warmup-iterations", "1", *SPACE, *more, "--", *train]  # fmt: skip
 
 
 def start(argv, log):
@@ -94,7 +99,8 @@ def test_two_workers_share_one_study_prune_and_the_best_command_reproduces(tmp_p
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", ["SIGINT", "SIGKILL"])
 def test_a_stopped_study_continues_with_the_same_command(tmp_path, stop):
-    out, argv = tmp_path / "study", tune_argv(tmp_path / "study", 2, "--heartbeat", "1")
+    out = tmp_path / "study"
+    argv = tune_argv(out, 2, "--heartbeat", "1", train=LONGER)
     with open(tmp_path / "first.log", "w+") as log:
         worker = start(argv, log)
         results = out / "trial-0-seed-1" / "results.csv"
@@ -102,6 +108,7 @@ def test_a_stopped_study_continues_with_the_same_command(tmp_path, stop):
         while not (results.exists() and len(results.read_text().splitlines()) >= 2):
             assert worker.poll() is None and time.time() < deadline
             time.sleep(0.05)
+        assert worker.poll() is None, "the study ended before it could be stopped"
         worker.send_signal(getattr(signal, stop))
         status = worker.wait(timeout=60)
     text = (tmp_path / "first.log").read_text()
