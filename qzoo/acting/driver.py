@@ -8,6 +8,7 @@ given the run's `Parts` and reaches nothing else: the update bookkeeping (store 
 learn what is due: qzoo/run/updates.py) is one of them.
 """
 
+import abc
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,18 +47,21 @@ class Parts:
     train_epsilon: Callable[[int], Any]
 
 
-class Driver:
+class Driver(abc.ABC):
     """The interface (and its defaults): `train_phase`, `eval_phase`, `columns`,
     `extra_columns`, `state_dict`, `load_state_dict`, `close`, and the counters a results
-    row reads (`frame_t`, the epsilon, prioritized replay's columns)."""
+    row reads (`frame_t`, the epsilon, prioritized replay's columns). Every driver
+    implements the two phases; an abstract base, so one that does not cannot be built."""
 
     frame_t: int = 0
 
+    @abc.abstractmethod
     def train_phase(self, num_frames: int, progress: Progress = None) -> dict:
-        raise NotImplementedError
+        """Acts (and learns) for `num_frames` frames; the phase's statistics."""
 
+    @abc.abstractmethod
     def eval_phase(self, num_frames: int, progress: Progress = None) -> dict:
-        raise NotImplementedError
+        """Evaluates for `num_frames` frames (or episodes, as configured); its statistics."""
 
     def epsilon(self, frame_t: int) -> float:
         """The training epsilon results.csv reports at `frame_t` (their mean)."""
