@@ -15,7 +15,8 @@ Sections, in order (`--sections` picks some):
   replay   sampling from the device replay against the host replay
   speed    training frames/s on Pong at DQN Zoo's replay ratio: DQN and Rainbow at
            1, 8, 32, 64 and 128 environments, eager (host replay), compiled
-           (`--compile`) and captured (`--capture --replay-device cuda`); the other
+           (`--compile`) and captured (`--capture --replay-device cuda`, and with
+           `--capture-updates` 4 updates per call: captured_k4); the other
            agents captured at one setting; async acting beside the GPU learner; the
            cost of `--replay-compression`; GPU memory of each (`--done FILE` skips
            the settings an earlier run measured)
@@ -42,6 +43,19 @@ MODES = {
     "compiled": {"compile": "true"},
     "captured": {"replay_device": "cuda", "capture": "true"},
 }
+
+
+def mode_options(mode):
+    """The options of a mode name; captured_kN is --capture with N updates per call."""
+    if mode.startswith("captured_k"):
+        return {**MODES["captured"], "capture_updates": mode[len("captured_k") :]}
+    return dict(MODES.get(mode, {}))
+
+
+def per_call(num_envs):
+    """Updates per captured call at `num_envs` environments: 4, or all those due per
+    step (DQN Zoo's ratio: one per 4 agent steps) where fewer."""
+    return f"captured_k{min(4, max(1, num_envs // 4))}"
 
 
 def emit(out, name, value, unit, **described):
@@ -100,7 +114,7 @@ def section_tests(args):
 def settings(args):
     """The speed section's environments, counts and sizes (tiny: CartPole-sized)."""
     if args.tiny:  # every kind of setting once, in minutes on two cores
-        return {"env": "pong", "counts": (4,), "capacity": 4096, "warmup": 256,
+        return {"env": "pong", "counts": (8,), "capacity": 4096, "warmup": 256,
                 "seconds": 1.0, "device": "cpu"}  # fmt: skip
     return {"env": "pong", "counts": (1, 8, 32, 64, 128), "capacity": 2**17, "warmup": 2048,
             "seconds": 10.0, "device": "cuda"}  # fmt: skip
@@ -141,7 +155,8 @@ def measure(args, agent, num_envs, mode, options, s):
     trainer.train_phase(config.min_replay_size * config.action_repeats + 64 * config.learn_period)
     first = time.perf_counter() - started
     # Sized from a guess (a probe phase would make the environments a third time).
-    guess = ESTIMATES.get(mode.replace("_async", ""), 2_000) * min(1.0, (num_envs / 128) ** 0.6)
+    kind = mode.replace("_async", "").split("_k")[0]
+    guess = ESTIMATES.get(kind, 2_000) * min(1.0, (num_envs / 128) ** 0.6)
     guess *= 0.45 if agent in ("rainbow", "iqn") else 1.0
     frames = int(guess * s["seconds"]) // (num_envs * 4) * (num_envs * 4)
     trainer.learner.pop_statistics()
@@ -231,6 +246,8 @@ def speed_plan(counts):
     big, most = counts[-2] if len(counts) > 2 else counts[-1], counts[-1]
     async_options = {"acting": "async", "publish_period": "16"}
     plan = [("dqn", most, mode, MODES[mode]) for mode in ("captured", "eager", "compiled")]
+    plan += [(agent, count, per_call(count), mode_options(per_call(count)))
+             for agent, count in (("dqn", most), ("rainbow", most), ("dqn", big))]  # fmt: skip
     plan += [("rainbow", most, mode, MODES[mode]) for mode in ("captured", "eager")]
     plan += [("dqn", big, "captured_async", {**MODES["captured"], **async_options})]
     for count in reversed(counts[:-1]):
@@ -323,7 +340,7 @@ def section_pong(args):
 
     best = fastest(args.out) or {"mode": "captured", "num_envs": 64, "acting": "serial"}
     mode = best["mode"].replace("_async", "")
-    options = dict(MODES.get(mode, {}))
+    options = mode_options(mode)
     if best.get("acting") == "async":
         options.update(acting="async", publish_period="16")
     if args.tiny:

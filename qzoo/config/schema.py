@@ -292,6 +292,9 @@ class Config:
     capture: bool = option(False, "run", "the whole update (sample, loss, gradient, optimizer "
                            "step, priorities) as one compiled graph, a CUDA graph on a GPU; "
                            "needs --replay-device on the learner's device")
+    capture_updates: int = option(1, "run", "with --capture: updates per graph call when that "
+                                  "many fall due at once (many environments): one host "
+                                  "call for K updates, the same numbers", Int(1, 256))
     # Ray (Ape-X's layout; qzoo/distributed/, docs: Training on Ray).
     ray: bool = option(False, "run", "train on Ray (Ape-X): --actors actor processes, "
                        "--replay-shards replay shards, this process learns")

@@ -12,7 +12,13 @@ window and prioritized replay's beta are written into small device tensors when 
 change, and the draw's random numbers are made into a fixed buffer before each call (a
 generator cannot enter a graph), as `--compile` does (networks/draws.py). Draws
 therefore differ from `--replay-device`'s eager sampler (equally uniform or
-prioritized, other indices); a run with `--capture` resumes exactly on a CPU."""
+prioritized, other indices); a run with `--capture` resumes exactly on a CPU.
+
+`--capture-updates K` puts K updates in one call (one graph replay, one set of host
+checks, for K updates) when K or more fall due between two replay additions, as with
+many environments (128 environments at DQN Zoo's ratio: 32 updates per step). Each
+update keeps its own draws, made in the same order as K single calls, so the numbers
+are those of K single calls."""
 
 import torch
 
@@ -34,7 +40,7 @@ class CapturedUpdate:
     `compile=False` runs the same function eagerly (the reference the tests compare
     the compiled graph with)."""
 
-    def __init__(self, learner, replay, batch_size, compile=True):
+    def __init__(self, learner, replay, batch_size, compile=True, updates=1):
         storage, sampler = replay.storage, replay.sampler
         if storage.device != learner.device:
             raise UserError(
@@ -42,7 +48,7 @@ class CapturedUpdate:
                 f"{learner.device}; use --replay-device {learner.device.type}"
             )
         self.learner, self.storage, self.sampler = learner, storage, sampler
-        self.batch_size = batch_size
+        self.batch_size, self.updates = batch_size, updates
         self.prioritized = isinstance(sampler, DevicePrioritizedSampler)
         device = storage.device
         self._inner = CompiledUpdate(
@@ -53,11 +59,12 @@ class CapturedUpdate:
         self._window = torch.zeros(4, dtype=torch.int64, device=device)
         self._beta = torch.zeros((), dtype=torch.float64, device=device)
         kinds = _PRIORITIZED_DRAWS if self.prioritized else _UNIFORM_DRAWS
-        self._uniforms = torch.zeros((kinds, ROUNDS, batch_size), dtype=torch.float64,
-                                     device=device)  # fmt: skip
+        # One set of uniforms (and of the objective's draws) per update of a call.
+        self._uniforms = torch.zeros((updates, kinds, ROUNDS, batch_size),
+                                     dtype=torch.float64, device=device)  # fmt: skip
         self._adds = None  # storage.num_adds when the window was last written
         self._draws = None  # the objective's draws (kinds, sizes), recorded once
-        self._tape = None  # fixed buffers for them
+        self._tapes = None  # fixed buffers for them, one list per update of a call
         self._function = self._step
         self._queued = None
         if device.type == "cuda":
@@ -86,8 +93,11 @@ class CapturedUpdate:
     def set_beta(self, beta):
         self._beta.fill_(beta)  # queued on the device: no wait
 
-    def update(self):
-        """One update on a batch drawn now; nothing waits for the device."""
+    def update(self, n=1):
+        """`n` updates (1 or `updates`) on batches drawn now; nothing waits for the
+        device. Dynamo compiles one graph per `n` used."""
+        if n not in (1, self.updates):
+            raise ValueError(f"{n} updates per call: 1 or {self.updates}")
         storage, generator = self.storage, self.learner.generator
         if not storage.can_sample():  # host counters
             raise RuntimeError("replay holds too few rows to sample")
@@ -98,18 +108,20 @@ class CapturedUpdate:
                 self._window[i].fill_(value)
             self._adds = storage.num_adds
         with torch.no_grad():
-            torch.rand(self._uniforms.shape, generator=self.sampler.generator,
-                       dtype=torch.float64, device=storage.device, out=self._uniforms)  # fmt: skip
             if self._draws is None:
                 self._record()
-            for buffer, (kind, size) in zip(self._tape, self._draws):
-                buffer.copy_(draws.draw([(kind, size)], generator, storage.device)[0])
+            for k in range(n):  # in the order n single calls would draw them
+                uniforms = self._uniforms[k]
+                torch.rand(uniforms.shape, generator=self.sampler.generator,
+                           dtype=torch.float64, device=storage.device, out=uniforms)  # fmt: skip
+                for buffer, (kind, size) in zip(self._tapes[k], self._draws):
+                    buffer.copy_(draws.draw([(kind, size)], generator, storage.device)[0])
             # Fetched every call: loading a checkpoint replaces the optimizer's tensors.
             states = optim.graph_state(self._inner._optimizer)
             if storage.device.type == "cuda":
                 _mark_static(states)
                 torch.compiler.cudagraph_mark_step_begin()
-            self._function(self._inner._params, states, self._tape)
+            self._function(self._inner._params, states, self._tapes[:n])
             if self._queued is not None:
                 self._bound_queue()
 
@@ -124,13 +136,14 @@ class CapturedUpdate:
         if self._recorded >= len(events):  # the oldest of the ring
             events[self._next_event].synchronize()
 
-    def _step(self, params, states, tape):
-        t, b, weights = self._sample()
-        batch = self.storage.gather(t, b)._replace(weights=weights, indices=None)
-        _, loss, mean_q, priorities = self._inner._step(params, batch, tape, states)
-        if self.prioritized:
-            self._write_priorities(t, b, priorities)
-        self.learner._stats.add_(torch.stack([loss, mean_q, torch.ones_like(loss)]))
+    def _step(self, params, states, tapes):
+        for k, tape in enumerate(tapes):  # unrolled in the graph: len(tapes) is fixed
+            t, b, weights = self._sample(k)
+            batch = self.storage.gather(t, b)._replace(weights=weights, indices=None)
+            _, loss, mean_q, priorities = self._inner._step(params, batch, tape, states)
+            if self.prioritized:
+                self._write_priorities(t, b, priorities)
+            self.learner._stats.add_(torch.stack([loss, mean_q, torch.ones_like(loss)]))
 
     # ---- the draw, from the uniforms and the window tensors --------------------
     def _candidates(self, u_t, u_b):
@@ -144,26 +157,28 @@ class CapturedUpdate:
         b = torch.clamp((u_b * storage.num_envs).to(torch.int64), max=storage.num_envs - 1)
         return t, b
 
-    def _uniform_indices(self):
-        u = self._uniforms
+    def _uniform_indices(self, k):
+        u = self._uniforms[k]
         t, b = self._candidates(u[0], u[1])
         ok = self.storage.valid(t.reshape(-1), b.reshape(-1)).view(t.shape)
         t, b, missed = first_accepted(t, b, ok)
         self.sampler.misses.add_(missed)
         return t, b
 
-    def _sample(self):
+    def _sample(self, k):
+        """Update k's batch of a call: rows, columns and weights."""
         if not self.prioritized:
-            t, b = self._uniform_indices()
+            t, b = self._uniform_indices(k)
             return t, b, None
-        return self._prioritized_sample()
+        return self._prioritized_sample(k)
 
-    def _prioritized_sample(self):
+    def _prioritized_sample(self, k):
         """As DevicePrioritizedSampler.sample (the same semantics), from the uniforms:
         a valid uniform draw per position, each candidate's coin for uniform, a target
         in [0, total) for a slot by priority, kept if valid and in the window."""
-        storage, sampler, u, window = self.storage, self.sampler, self._uniforms, self._window
-        t_u, b_u = self._uniform_indices()
+        storage, sampler, window = self.storage, self.sampler, self._window
+        u = self._uniforms[k]
+        t_u, b_u = self._uniform_indices(k)
         cumulative = sampler.priorities.cumsum(0)
         total = cumulative[-1]
         uniform = (u[2] < sampler.uniform_sample_probability) | (total <= 0)
@@ -201,7 +216,7 @@ class CapturedUpdate:
         on a batch drawn from zero uniforms (the replay stream is not touched)."""
         saved = self._uniforms.clone()
         self._uniforms.zero_()
-        t, b, weights = self._sample()
+        t, b, weights = self._sample(0)
         self.sampler.misses.zero_()
         self._uniforms.copy_(saved)
         batch = self.storage.gather(t, b)._replace(weights=weights, indices=None)
@@ -211,10 +226,13 @@ class CapturedUpdate:
         recorder = draws.Recorder(copy)
         self._inner._step(self._inner._params, batch, recorder)
         self._draws = recorder.draws
-        self._tape = [torch.empty(size, device=self.storage.device) for _, size in self._draws]
-        if self.storage.device.type == "cuda":
-            for buffer in self._tape:
-                torch._dynamo.mark_static_address(buffer)
+        device = self.storage.device
+        self._tapes = [[torch.empty(size, device=device) for _, size in self._draws]
+                       for _ in range(self.updates)]  # fmt: skip
+        if device.type == "cuda":
+            for tape in self._tapes:
+                for buffer in tape:
+                    torch._dynamo.mark_static_address(buffer)
 
 
 def _storage_tensors(storage):

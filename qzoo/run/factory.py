@@ -103,7 +103,8 @@ def _updates(config, info, streams, learner):
     if config.capture:
         from qzoo.learning.captured import CapturedUpdate
 
-        captured = CapturedUpdate(learner, replay, config.batch_size)
+        captured = CapturedUpdate(learner, replay, config.batch_size,
+                                  updates=config.capture_updates)
     return Updates(config, learner, replay, replay_log, captured, ahead)
 
 

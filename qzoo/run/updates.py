@@ -53,7 +53,11 @@ class Updates:
         if not self.can_learn():
             return
         due = self.schedule.updates_due(old_frame, new_frame)
-        if due > 1 and self._ahead is not None:  # the next batch drawn during an update
+        many = self.captured.updates if self.captured is not None else 1
+        if many > 1:  # --capture-updates: K at a time, then the rest one by one
+            for n in [many] * (due // many) + [1] * (due % many):
+                self.learn_once(updates=n)
+        elif due > 1 and self._ahead is not None:  # the next batch drawn during an update
             for batch in self._ahead.batches(due, self.sample_batch):
                 self.learn_once(batch=batch)
                 self._target_after_update()
@@ -83,17 +87,18 @@ class Updates:
                 replay.sampler.importance_sampling_exponent = beta
             return replay.sample(config.batch_size)
 
-    def learn_once(self, lock: Any = None, batch: Any = None) -> None:
+    def learn_once(self, lock: Any = None, batch: Any = None, updates: int = 1) -> None:
         """One SGD step on `batch`, or on one sampled now; `lock` guards the replay
-        when an actor writes to it concurrently (the SGD step itself runs outside it)."""
+        when an actor writes to it concurrently (the SGD step itself runs outside it).
+        `updates`: --capture-updates' steps in one captured call."""
         config, replay = self.config, self.replay
         lock = lock or contextlib.nullcontext()
         if self.captured is not None:  # draw, update and priorities in one graph
             if config.prioritized:
                 self.captured.set_beta(self.importance_sampling_exponent(replay.num_adds))
             with lock:
-                self.captured.update()
-            self.transitions_sampled += config.batch_size
+                self.captured.update(updates)
+            self.transitions_sampled += config.batch_size * updates
             return
         if batch is None:
             batch = self.sample_batch(lock)

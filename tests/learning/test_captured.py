@@ -70,6 +70,52 @@ def test_compiled_equals_the_same_update_run_eagerly(agent, extra):
     assert compiled.updates.transitions_sampled == eager.updates.transitions_sampled
 
 
+def _eager_pair(agent, updates, compile):
+    """Two trainers in one state, replay filled: one with single eager calls, one with
+    `updates` per call (compiled or not)."""
+    base = Trainer(build_config(agent, SMALL))
+    base.updates.captured = CapturedUpdate(base.learner, base.replay, base.config.batch_size,
+                                           compile=False)  # fmt: skip
+    base.train_phase(200)  # 100 to fill, then a few updates
+    pair = []
+    for n, compiled in ((1, False), (updates, compile)):
+        trainer = Trainer(build_config(agent, SMALL))
+        trainer.load_state_dict(copy.deepcopy(base.state_dict()))
+        trainer.updates.captured = CapturedUpdate(trainer.learner, trainer.replay,
+                                                  trainer.config.batch_size, compile=compiled,
+                                                  updates=n)  # fmt: skip
+        trainer.learner.pop_statistics()
+        pair.append(trainer)
+    return pair
+
+
+@pytest.mark.parametrize("agent, compile", [
+    ("prioritized", False), ("iqn", False), ("prioritized", True),
+])  # fmt: skip
+def test_k_updates_in_one_call_are_k_single_calls(agent, compile):
+    """--capture-updates: one call of K updates draws what K single calls draw, in the
+    same order, so it ends in the same weights, priorities and statistics (eagerly the
+    very same numbers; compiled, to float tolerance)."""
+    k = 2 if compile else 3  # each update of a call is unrolled in the compiled graph
+    single, many = _eager_pair(agent, k, compile)
+    for _ in range(2):
+        for _ in range(k):
+            single.updates.captured.update(1)
+        many.updates.captured.update(k)
+    for stream in ("replay", "learner"):
+        a, b = (getattr(t.streams, stream).torch.get_state() for t in (single, many))
+        assert torch.equal(a, b), stream
+    exact = {"rtol": 0, "atol": 0} if not compile else {"rtol": 0, "atol": 1e-3}
+    for a, b in zip(single.learner.online.parameters(), many.learner.online.parameters()):
+        torch.testing.assert_close(a, b, **exact)
+    if agent == "prioritized":
+        torch.testing.assert_close(single.replay.sampler.priorities,
+                                   many.replay.sampler.priorities, **exact)  # fmt: skip
+    a, b = (t.learner.pop_statistics() for t in (single, many))
+    assert a["num_updates"] == b["num_updates"] == 2 * k, (a, b)
+    assert a["loss"] == pytest.approx(b["loss"], rel=0 if not compile else 1e-3), (a, b)
+
+
 @pytest.mark.parametrize("agent, extra", [
     ("dqn", {}), ("dqn", {"n_steps": "3", "double_q": "true", "prioritized": "true"}),
     ("iqn", {"prioritized": "true"}),
@@ -108,7 +154,7 @@ def _draw(captured):
     captured._window.copy_(torch.tensor([storage.oldest(), low, high, storage.size]))
     torch.rand(captured._uniforms.shape, generator=captured.sampler.generator,
                dtype=torch.float64, out=captured._uniforms)  # fmt: skip
-    return captured._sample()
+    return captured._sample(0)
 
 
 def test_uniform_draws_are_valid_reach_every_valid_slot_and_are_even():
@@ -179,6 +225,8 @@ def test_a_captured_run_resumes_exactly(tmp_path, agent):
      "--capture: bad value true; expected false with --compile (--capture compiles"),
     (["--replay-device", "cpu", "--recurrent"],
      "--replay-device: bad value cpu; expected host with --recurrent"),
+    (["--replay-device", "cpu", "--capture-updates", "4", "--target-count-updates"],
+     "--capture-updates: bad value 4; expected 1 with --target-count-updates"),
 ])  # fmt: skip
 def test_what_it_does_not_take_is_refused_in_one_line(options, blamed, tmp_path, monkeypatch,
                                                       capsys):  # fmt: skip
@@ -189,6 +237,16 @@ def test_what_it_does_not_take_is_refused_in_one_line(options, blamed, tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("qzoo: error: " + blamed), err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_capture_updates_without_capture_is_refused(tmp_path, capsys):
+    argv = ["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(tmp_path / "run"),
+            "--capture-updates", "4"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    expected = ("qzoo: error: --capture-updates: bad value 4; expected no "
+                "--capture-updates here: it only acts with --capture")
+    assert err == [expected], err
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

@@ -11,6 +11,7 @@ from qzoo.config.rules.acting import (
     prefetch_relations,
 )
 from qzoo.config.rules.atari100k import atari100k_relations
+from qzoo.config.rules.device_replay import ACTS_ONLY_WITH as _CAPTURE_ONLY
 from qzoo.config.rules.device_replay import capture_relations, device_replay_relations
 from qzoo.config.rules.offline import ACTS_ONLY_WITH as _OFFLINE_ONLY
 from qzoo.config.rules.offline import offline_relations
@@ -19,7 +20,7 @@ from qzoo.config.rules.r2d1 import check_preset_recurrence, recurrent_relations
 from qzoo.config.rules.ray import ACTS_ONLY_WITH as _RAY_ONLY
 from qzoo.config.rules.ray import ray_relations, valid_address
 
-ACTS_ONLY_WITH = {**_OFFLINE_ONLY, **_R2D1_ONLY, **_RAY_ONLY}
+ACTS_ONLY_WITH = {**_CAPTURE_ONLY, **_OFFLINE_ONLY, **_R2D1_ONLY, **_RAY_ONLY}
 
 __all__ = [
     "ACTS_ONLY_WITH", "actor_process_relations", "atari100k_relations", "batch_relations",

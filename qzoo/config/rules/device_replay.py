@@ -27,6 +27,10 @@ def capture_relations(c):
     if not c.capture:
         return []
     return [
+        (("capture_updates", "target_count_updates"),
+         c.capture_updates == 1 or not c.target_count_updates,
+         ("1 with --target-count-updates (a target copy may fall between two updates of "
+          "one call)")),
         (("capture", "replay_device"), c.replay_device != "host",
          ("false with --replay-device host (the draw is captured with the update: use "
           "--replay-device cpu or cuda, the learner's device)")),
@@ -37,3 +41,6 @@ def capture_relations(c):
         (("capture", "recurrent"), not c.recurrent,
          "false with --recurrent (torch.compile does not trace R2D1's LSTM)"),
     ]  # fmt: skip
+
+
+ACTS_ONLY_WITH = {"capture_updates": (None, (), lambda c, d: c.capture, "--capture")}
