@@ -189,8 +189,9 @@ class Config:
                                 "one whole episode each, instead of --eval-frames frames (0: "
                                 "by frames; Atari-100k's evaluation: 100)", Int(0, 10_000))
     eval_period: int = option(1, "schedule", "evaluate every this many iterations (and "
-                              "after the last); others write no evaluation (1: every one, "
-                              "DQN Zoo)", Int(1, 100_000))
+                              "after the last); others, and above 1 the untrained iteration "
+                              "0, write no evaluation (1: every one, DQN Zoo)",
+                              Int(1, 100_000))
     eval_finish_episodes: bool = option(False, "schedule", "evaluation plays the episodes "
                                         "under way at --eval-frames to their end and counts "
                                         "them (Dopamine; batch_rl's presets); false: they are "

@@ -104,7 +104,10 @@ class Trainer:
                 f"train_mean_q {stats['mean_q']}; the checkpoint of iteration "
                 f"{self.iteration - 1} is kept; try a lower --learning-rate"
             )
-        if self.iteration % config.eval_period == 0 or self.iteration == config.iterations:
+        # --eval-period K > 1 (Atari 100k, Dopamine's runner) skips the untrained network
+        # too: 100 whole episodes of a policy that never loses can cost more than training.
+        period = self.iteration % config.eval_period == 0 and (self.iteration or config.eval_period == 1)
+        if period or self.iteration == config.iterations:
             evaluation = self.eval_phase(config.eval_frames, progress and progress("eval"))
         else:  # --eval-period: not this iteration (evaluation never changes training)
             evaluation = {"episode_return": math.nan, "num_episodes": 0, "frame_rate": math.nan}

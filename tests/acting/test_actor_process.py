@@ -207,6 +207,14 @@ def _children(pid):
     return found
 
 
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the actor in /proc")
 def test_a_killed_actor_stops_the_run_in_one_line_keeping_its_checkpoint(tmp_path):
     """SIGKILL (the kernel's out-of-memory killer) to the actor alone, mid-phase."""
@@ -226,7 +234,10 @@ def test_a_killed_actor_stops_the_run_in_one_line_keeping_its_checkpoint(tmp_pat
         actor = None
         while actor is None and time.monotonic() < deadline:  # iteration 1's actor
             time.sleep(0.2)
-            actor = next(iter(_children(child.pid)), None)
+            # A fork shares the run's command line; a passing helper (a shell command a
+            # library runs) does not, and may be gone by the time it would be killed.
+            actor = next((pid for pid in _children(child.pid)
+                          if _cmdline(pid) == _cmdline(child.pid)), None)  # fmt: skip
         assert actor is not None, "no actor process appeared"
         time.sleep(1.0)
         os.kill(actor, signal.SIGKILL)

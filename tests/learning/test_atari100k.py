@@ -174,8 +174,14 @@ def test_eval_period_skips_the_evaluations_between_and_keeps_the_last():
     trainer = _cartpole(eval_period="2")
     rows = [trainer.run_iteration() for _ in range(4)]
     evaluated = [not math.isnan(r["eval_episode_return"]) for r in rows]
-    assert evaluated == [True, False, True, True]  # 0, 2 and the last (3)
+    # 2 and the last (3); not the untrained iteration 0, as Dopamine's runner.
+    assert evaluated == [False, False, True, True]
     assert rows[1]["eval_num_episodes"] == 0 and rows[1]["train_num_updates"] > 0
+    every = _cartpole()  # evaluating changes no training number
+    rows_every = [every.run_iteration() for _ in range(4)]
+    assert not math.isnan(rows_every[0]["eval_episode_return"])
+    for column in ("train_loss", "train_mean_q", "train_episode_return"):
+        assert [r[column] for r in rows[1:]] == [r[column] for r in rows_every[1:]], column
 
 
 def test_evaluation_with_the_noise_off_acts_on_the_mean_weights():
