@@ -14,3 +14,23 @@ def tiny_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("runs") / "cartpole"
     assert main(["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(folder), *TINY_ARGS]) == 0
     return folder
+
+
+# The files holding the longest tests (minutes, seconds in tens), collected first: on two
+# workers (`-n 2 --dist loadfile` hands out whole files in collection order) the longest
+# then starts at once instead of running alone at the end.
+LONGEST_FIRST = (
+    "offline/test_offline_learning.py",
+    "tools/test_tune.py",
+    "distributed/test_ray.py",
+    "learning/test_learning.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        path = item.path.as_posix()
+        return next((i for i, name in enumerate(LONGEST_FIRST) if path.endswith(name)),
+                    len(LONGEST_FIRST))  # fmt: skip
+
+    items.sort(key=rank)  # stable: the order within each file is kept
