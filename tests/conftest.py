@@ -1,10 +1,19 @@
 """Fixtures shared by every test folder (pytest puts this folder on the path, so test
 modules import tests/helpers.py's builders as `helpers`)."""
 
+import signal
+
 import pytest
 from helpers import TINY_ARGS
 
 from qzoo.cli.main import main
+
+# A shell without job control starts a background command with Ctrl-C ignored (POSIX),
+# and a child inherits that: `pytest ... &` from a script would leave every qzoo the
+# tests start deaf to the SIGINT that the Ctrl-C tests send. Python's own handler here
+# is reset to the default in each child at exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="module")

@@ -36,9 +36,10 @@ def tune_argv(out, trials, *more, train=TRAIN):
             "--startup-trials", "1", "--warmup-iterations", "1", *SPACE, *more, "--", *train]  # fmt: skip
 
 
-# `python -m qzoo` with Ctrl-C handled, whatever the test process left: a child inherits
-# an ignored SIGINT (or a blocked mask), and Python then installs no KeyboardInterrupt
-# handler, so the test's Ctrl-C would not reach the study.
+# `python -m qzoo` with Ctrl-C handled, whatever the test process has: a child inherits
+# an ignored SIGINT (a pytest started in the background by a shell without job control
+# has one; conftest.py restores it) or a blocked mask, and Python then installs no
+# KeyboardInterrupt handler, so the test's Ctrl-C would not reach the study.
 LAUNCH = ("import runpy, signal, sys; "
           "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGTERM]); "
           "signal.signal(signal.SIGINT, signal.default_int_handler); "
