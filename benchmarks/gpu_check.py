@@ -246,8 +246,9 @@ def speed_plan(counts):
     big, most = counts[-2] if len(counts) > 2 else counts[-1], counts[-1]
     async_options = {"acting": "async", "publish_period": "16"}
     plan = [("dqn", most, mode, MODES[mode]) for mode in ("captured", "eager", "compiled")]
+    pairs = dict.fromkeys((("dqn", most), ("rainbow", most), ("dqn", big)))  # --tiny: big = most
     plan += [(agent, count, per_call(count), mode_options(per_call(count)))
-             for agent, count in (("dqn", most), ("rainbow", most), ("dqn", big))]  # fmt: skip
+             for agent, count in pairs]  # fmt: skip
     plan += [("rainbow", most, mode, MODES[mode]) for mode in ("captured", "eager")]
     plan += [("dqn", big, "captured_async", {**MODES["captured"], **async_options})]
     for count in reversed(counts[:-1]):

@@ -25,15 +25,21 @@ def tiny_run(tmp_path_factory):
     return folder
 
 
-# The files holding the longest tests (minutes, seconds in tens), collected first: on two
-# workers (`-n 2 --dist loadfile` hands out whole files in collection order) the longest
-# then starts at once instead of running alone at the end.
+# The files holding the longest tests (minutes, seconds in tens), collected first, and
+# handed out in that order: on two workers (`-n 2 --dist loadfile`) the longest then
+# starts at once instead of running alone at the end. pytest-xdist would otherwise sort
+# the files by their number of tests (its loadscope reorder, off from 3.8 on).
 LONGEST_FIRST = (
     "offline/test_offline_learning.py",
     "tools/test_tune.py",
     "distributed/test_ray.py",
     "learning/test_learning.py",
 )
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(items):

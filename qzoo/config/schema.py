@@ -295,7 +295,8 @@ class Config:
                            "needs --replay-device on the learner's device")
     capture_updates: int = option(1, "run", "with --capture: updates per graph call when that "
                                   "many fall due at once (many environments): one host "
-                                  "call for K updates, the same numbers", Int(1, 256))
+                                  "call for K updates, the numbers of K single calls (to "
+                                  "float tolerance compiled)", Int(1, 256))
     # Ray (Ape-X's layout; qzoo/distributed/, docs: Training on Ray).
     ray: bool = option(False, "run", "train on Ray (Ape-X): --actors actor processes, "
                        "--replay-shards replay shards, this process learns")

@@ -68,7 +68,8 @@ class CapturedUpdate:
         self._function = self._step
         self._queued = None
         if device.type == "cuda":
-            self._queued = [torch.cuda.Event() for _ in range(QUEUED)]
+            # QUEUED updates: fewer calls when each makes `updates`.
+            self._queued = [torch.cuda.Event() for _ in range(max(2, QUEUED // updates))]
             self._next_event = self._recorded = 0
         if compile:
             mode = "reduce-overhead" if device.type == "cuda" else None
@@ -126,9 +127,9 @@ class CapturedUpdate:
                 self._bound_queue()
 
     def _bound_queue(self):
-        """At most QUEUED updates waiting on the GPU: the host runs ahead (nothing in an
-        update waits for the device), but a learner far ahead of its GPU would publish
-        weights and count updates that are not done yet."""
+        """At most QUEUED updates (QUEUED // K calls of K) waiting on the GPU: the host
+        runs ahead (nothing in an update waits for the device), but a learner far ahead
+        of its GPU would publish weights and count updates that are not done yet."""
         events, i = self._queued, self._next_event
         events[i].record()
         self._next_event = (i + 1) % len(events)

@@ -1,5 +1,5 @@
 """The run loop (DQN Zoo's `main` + `run_loop`): iterations of training frames
-followed by evaluation frames, iteration 0 evaluating only. It coordinates; the
+followed by evaluation frames, iteration 0 evaluating only (with --eval-period 1). It coordinates; the
 parts do the work:
 
       +-------------------- Trainer (this module): counts frames, decides -------------------+
@@ -106,8 +106,9 @@ class Trainer:
             )
         # --eval-period K > 1 (Atari 100k, Dopamine's runner) skips the untrained network
         # too: 100 whole episodes of a policy that never loses can cost more than training.
-        period = self.iteration % config.eval_period == 0 and (self.iteration or config.eval_period == 1)
-        if period or self.iteration == config.iterations:
+        due = self.iteration % config.eval_period == 0
+        due = due and (self.iteration > 0 or config.eval_period == 1)
+        if due or self.iteration == config.iterations:
             evaluation = self.eval_phase(config.eval_frames, progress and progress("eval"))
         else:  # --eval-period: not this iteration (evaluation never changes training)
             evaluation = {"episode_return": math.nan, "num_episodes": 0, "frame_rate": math.nan}

@@ -116,6 +116,32 @@ def test_k_updates_in_one_call_are_k_single_calls(agent, compile):
     assert a["loss"] == pytest.approx(b["loss"], rel=0 if not compile else 1e-3), (a, b)
 
 
+def test_a_run_with_k_updates_per_call_trains_as_single_calls():
+    """--capture-updates through the run loop: 6 environments at one update per 4 agent
+    steps make 1 or 2 updates due per step (6/4), so calls of 2 and single calls mix;
+    the training phase ends in the weights, counts and rows of one with single calls
+    (the captured function run eagerly: the same numbers exactly)."""
+    options = {**SMALL, "num_envs": "6", "learn_period": "4", "iterations": "1",
+               "train_frames": "600"}  # fmt: skip
+    trainers = []
+    for k in ("1", "2"):
+        trainer = Trainer(build_config("prioritized", {**options, "capture_updates": k}))
+        assert trainer.updates.captured.updates == int(k)  # wired from the option
+        trainer.updates.captured = CapturedUpdate(trainer.learner, trainer.replay,
+                                                  trainer.config.batch_size, compile=False,
+                                                  updates=int(k))  # fmt: skip
+        trainers.append(trainer)
+    single, many = trainers
+    calls, update = [], many.updates.captured.update
+    many.updates.captured.update = lambda n=1: (calls.append(n), update(n))
+    rows_of = [rows(t, 2) for t in trainers]
+    assert calls.count(2) > 10 and calls.count(1) > 10  # both kinds of call were made
+    assert rows_of[0] == rows_of[1]
+    assert single.updates.transitions_sampled == many.updates.transitions_sampled > 0
+    for a, b in zip(single.learner.online.parameters(), many.learner.online.parameters()):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("agent, extra", [
     ("dqn", {}), ("dqn", {"n_steps": "3", "double_q": "true", "prioritized": "true"}),
     ("iqn", {"prioritized": "true"}),
@@ -227,6 +253,8 @@ def test_a_captured_run_resumes_exactly(tmp_path, agent):
      "--replay-device: bad value cpu; expected host with --recurrent"),
     (["--replay-device", "cpu", "--capture-updates", "4", "--target-count-updates"],
      "--capture-updates: bad value 4; expected 1 with --target-count-updates"),
+    (["--replay-device", "cpu", "--capture-updates", "4", "--acting", "async"],
+     "--capture-updates: bad value 4; expected 1 with --acting async"),
 ])  # fmt: skip
 def test_what_it_does_not_take_is_refused_in_one_line(options, blamed, tmp_path, monkeypatch,
                                                       capsys):  # fmt: skip

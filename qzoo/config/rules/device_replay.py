@@ -27,6 +27,8 @@ def capture_relations(c):
     if not c.capture:
         return []
     return [
+        (("capture_updates", "acting"), c.capture_updates == 1 or c.acting != "async",
+         "1 with --acting async (its learner makes one update at a time)"),
         (("capture_updates", "target_count_updates"),
          c.capture_updates == 1 or not c.target_count_updates,
          ("1 with --target-count-updates (a target copy may fall between two updates of "
