@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-README_TEST_COMMAND = "pip install torch==2.13.0 -e '.[dev]' && python -m pytest -q -n 2 --dist loadfile"
+README_TEST_COMMAND = (
+    "pip install torch==2.13.0 -e '.[dev]' && python -m pytest -q -n 2 --dist loadfile"
+)
 
 needs_mkdocs = pytest.mark.skipif(
     importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None,

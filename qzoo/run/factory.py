@@ -103,8 +103,9 @@ def _updates(config, info, streams, learner):
     if config.capture:
         from qzoo.learning.captured import CapturedUpdate
 
-        captured = CapturedUpdate(learner, replay, config.batch_size,
-                                  updates=config.capture_updates)
+        captured = CapturedUpdate(
+            learner, replay, config.batch_size, updates=config.capture_updates
+        )
     return Updates(config, learner, replay, replay_log, captured, ahead)
 
 

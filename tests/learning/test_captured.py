@@ -272,8 +272,10 @@ def test_capture_updates_without_capture_is_refused(tmp_path, capsys):
             "--capture-updates", "4"]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    expected = ("qzoo: error: --capture-updates: bad value 4; expected no "
-                "--capture-updates here: it only acts with --capture")
+    expected = (
+        "qzoo: error: --capture-updates: bad value 4; expected no "
+        "--capture-updates here: it only acts with --capture"
+    )
     assert err == [expected], err
 
 

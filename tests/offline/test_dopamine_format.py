@@ -110,8 +110,10 @@ def test_files_are_npy_v1_exactly_as_numpy_saves_them(tmp_path):
         # mtime=0: the test ids hold these bytes, and the workers of a parallel run
         # (pytest-xdist) must collect the same ids whatever second each collects in.
         (gzip.compress(b"just text", mtime=0), "is not an NPY array"),
-        (gzip.compress(pickle.dumps(np.zeros(3)), mtime=0),
-         "holds a pickle where an array belongs"),
+        (
+            gzip.compress(pickle.dumps(np.zeros(3)), mtime=0),
+            "holds a pickle where an array belongs",
+        ),
         ("float64", "has dtype float64, not int32"),
         ("truncated", "is truncated"),
         ("object", "holds Python objects"),
