@@ -81,7 +81,7 @@ def test_stop_session_processes_ends_the_new_tree_and_this_sessions_orphans(tmp_
         starts = {pid: _stat(pid)[0] for pid in (older.pid, other)} | found
         began = time.monotonic()
         assert stop_session_processes(since, grace=0.5) == []
-        assert time.monotonic() - began < 3
+        assert time.monotonic() - began < 6  # the 0.5-s grace, then SIGKILL (room for load)
         assert not any(_alive(pid, found[pid]) for pid in found)
         assert _alive(older.pid, starts[older.pid]) and _alive(other, starts[other])
         assert tree.wait(timeout=5) == -signal.SIGKILL  # SIGTERM was ignored
