@@ -1,6 +1,6 @@
 """The run loop (DQN Zoo's `main` + `run_loop`): iterations of training frames
-followed by evaluation frames, iteration 0 evaluating only (with --eval-period 1). It coordinates; the
-parts do the work:
+followed by evaluation frames, iteration 0 evaluating only (with --eval-period 1). It
+coordinates; the parts do the work:
 
       +-------------------- Trainer (this module): counts frames, decides -------------------+
       |        when the learner updates (replay ratio), when targets copy, when to           |

@@ -36,18 +36,8 @@ def tune_argv(out, trials, *more, train=TRAIN):
             "--startup-trials", "1", "--warmup-iterations", "1", *SPACE, *more, "--", *train]  # fmt: skip
 
 
-# `python -m qzoo` with Ctrl-C handled, whatever the test process has: a child inherits
-# an ignored SIGINT (a pytest started in the background by a shell without job control
-# has one; conftest.py restores it) or a blocked mask, and Python then installs no
-# KeyboardInterrupt handler, so the test's Ctrl-C would not reach the study.
-LAUNCH = ("import runpy, signal, sys; "
-          "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGTERM]); "
-          "signal.signal(signal.SIGINT, signal.default_int_handler); "
-          "sys.argv[0] = 'qzoo'; runpy.run_module('qzoo', run_name='__main__', alter_sys=True)")  # fmt: skip
-
-
 def start(argv, log):
-    return subprocess.Popen([sys.executable, "-c", LAUNCH, *argv], cwd=str(REPO), stdout=log,
+    return subprocess.Popen([sys.executable, "-m", "qzoo", *argv], cwd=str(REPO), stdout=log,
                             stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
 
 
