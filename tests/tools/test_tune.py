@@ -56,7 +56,7 @@ def test_two_workers_share_one_study_prune_and_the_best_command_reproduces(tmp_p
     out = tmp_path / "study"
     paths = [tmp_path / f"worker-{i}.log" for i in range(2)]
     with paths[0].open("w") as log0, paths[1].open("w") as log1:
-        workers = [start(tune_argv(out, 8, "--sampler-seed", str(i)), log)
+        workers = [start(tune_argv(out, 8, "--sampler", "random", "--sampler-seed", str(i)), log)
                    for i, log in enumerate((log0, log1))]  # fmt: skip
         assert [w.wait(timeout=600) for w in workers] == [0, 0]
     texts = [path.read_text() for path in paths]
