@@ -17,7 +17,8 @@ Sections, in order (`--sections` picks some):
            1, 8, 32, 64 and 128 environments, eager (host replay), compiled
            (`--compile`) and captured (`--capture --replay-device cuda`, and with
            `--capture-updates` 4 updates per call: captured_k4); the other
-           agents captured at one setting; async acting beside the GPU learner; the
+           agents captured at one setting; async acting beside the GPU learner (a
+           thread: captured_async; a process: captured_process); the
            cost of `--replay-compression`; GPU memory of each (`--done FILE` skips
            the settings an earlier run measured)
   pong     trains Pong with the fastest setting measured, for the minutes left,
@@ -91,8 +92,11 @@ def section_env(args):
 
 
 # The CUDA tests: each compiles (seconds apiece), so the agents that cover each path.
-CUDA_TESTS = ["tests/learning/test_captured.py", "tests/acting/test_gpu_acting.py",
-              "tests/learning/test_compiled.py"]
+CUDA_TESTS = [
+    "tests/learning/test_captured.py",
+    "tests/acting/test_gpu_acting.py",
+    "tests/learning/test_compiled.py",
+]
 CUDA_SELECTED = "on_a_gpu or gpu_async or gpu_actor or (cuda_steps and (dqn or rainbow))"
 
 
@@ -155,7 +159,7 @@ def measure(args, agent, num_envs, mode, options, s):
     trainer.train_phase(config.min_replay_size * config.action_repeats + 64 * config.learn_period)
     first = time.perf_counter() - started
     # Sized from a guess (a probe phase would make the environments a third time).
-    kind = mode.replace("_async", "").split("_k")[0]
+    kind = mode.split("_")[0]
     guess = ESTIMATES.get(kind, 2_000) * min(1.0, (num_envs / 128) ** 0.6)
     guess *= 0.45 if agent in ("rainbow", "iqn") else 1.0
     frames = int(guess * s["seconds"]) // (num_envs * 4) * (num_envs * 4)
@@ -251,6 +255,8 @@ def speed_plan(counts):
              for agent, count in pairs]  # fmt: skip
     plan += [("rainbow", most, mode, MODES[mode]) for mode in ("captured", "eager")]
     plan += [("dqn", big, "captured_async", {**MODES["captured"], **async_options})]
+    plan += [("dqn", big, "captured_process", {**MODES["captured"], **async_options,
+                                                "actor_process": "true"})]  # fmt: skip
     for count in reversed(counts[:-1]):
         plan += [("dqn", count, mode, MODES[mode]) for mode in ("captured", "eager")]
     plan += [
@@ -340,10 +346,12 @@ def section_pong(args):
     from qzoo.cli.main import main
 
     best = fastest(args.out) or {"mode": "captured", "num_envs": 64, "acting": "serial"}
-    mode = best["mode"].replace("_async", "")
+    mode = best["mode"].replace("_async", "").replace("_process", "")
     options = mode_options(mode)
     if best.get("acting") == "async":
         options.update(acting="async", publish_period="16")
+        if best["mode"].endswith("_process"):
+            options["actor_process"] = "true"
     if args.tiny:
         options = {k: ("cpu" if v == "cuda" else v) for k, v in options.items()}
     num_envs = best["num_envs"]

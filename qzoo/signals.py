@@ -6,6 +6,7 @@ parent dies (Linux's PR_SET_PDEATHSIG), instead of living on as orphans."""
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import sys
 import threading
@@ -68,3 +69,23 @@ def die_with_parent(parent: int, signum: int = signal.SIGKILL) -> None:
             pass
     if os.getppid() != parent:
         os._exit(1)
+
+
+def die_with(pid: int) -> None:
+    """Called first thing in a process that `pid` started but is not the parent of (an
+    actor started from the forkserver: the forkserver lives on as long as any of its
+    children does, so the death signal of `die_with_parent` would never come): a
+    thread waits on the process's pidfd and ends this one when `pid` ends. A `pid`
+    already gone ends it at once. Linux 5.3 and later; elsewhere nothing is done."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):
+        return
+
+    def watch():
+        select.select([fd], [], [])  # readable once the process has ended
+        os._exit(1)
+
+    threading.Thread(target=watch, name="qzoo-watch", daemon=True).start()

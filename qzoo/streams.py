@@ -25,6 +25,16 @@ class Stream:
         self.torch = torch.Generator(device=device)
         self.torch.manual_seed(int(seed_sequence.generate_state(1, np.uint64)[0]) >> 1)
 
+    @classmethod
+    def restored(cls, state, device):
+        """A stream in `state` (a `state_dict`) on `device`: one handed to another
+        process."""
+        stream = cls.__new__(cls)
+        stream.numpy = np.random.Generator(np.random.PCG64())
+        stream.torch = torch.Generator(device=device)
+        stream.load_state_dict(state)
+        return stream
+
     def state_dict(self):
         return {"numpy": self.numpy.bit_generator.state, "torch": self.torch.get_state()}
 

@@ -279,8 +279,8 @@ class Config:
     pin_threads: bool = option(False, "run", "async (Linux; one PyTorch thread): the learner's "
                                "thread on the first core this process may use, the actor's "
                                "and the prefetcher's on the others")
-    actor_process: bool = option(False, "run", "async on the CPU: the actor in a process of "
-                                 "its own (no interpreter lock shared with the learner; "
+    actor_process: bool = option(False, "run", "async: the actor in a process of its own "
+                                 "(no interpreter lock shared with the learner; "
                                  "rlpyt's AsyncRl layout)")
     deterministic: bool = option(False, "run", "async: actor and learner in lockstep in one "
                                  "thread (reproducible, exact resume)")

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from qzoo import envs
-from qzoo.acting import process
+from qzoo.acting import process, process_channels
 from qzoo.config import make_config
 from qzoo.errors import WorkerDied
 from qzoo.networks.network import make_network
@@ -30,7 +30,7 @@ def row(i, n=2):
 
 def test_the_ring_delivers_every_row_in_order_across_wraparounds():
     ctx = multiprocessing.get_context("fork")
-    ring = process._Ring(ctx, 2, (4,), np.float32)
+    ring = process_channels.Ring(ctx, 2, (4,), np.float32)
     ring.reset()
     total = 3 * ring.slots + 5
 
@@ -55,7 +55,7 @@ def test_the_ring_delivers_every_row_in_order_across_wraparounds():
 
 def test_the_actor_waits_while_the_learner_says_so_and_stops_when_told():
     ctx = multiprocessing.get_context("fork")
-    ring = process._Ring(ctx, 2, (4,), np.float32)
+    ring = process_channels.Ring(ctx, 2, (4,), np.float32)
     ring.reset()
     ring.may_go.value = 0
 
@@ -80,8 +80,8 @@ def published():
     config = make_config("dqn", "CartPole-v1", "gym", {})
     online = make_network(config, envs.describe(config), (4,))
     actor = make_network(config, envs.describe(config), (4,)).requires_grad_(False)
-    weights = process._SharedWeights(multiprocessing.get_context("fork"), online)
-    policy = process._ProcessPolicy(actor, 1, None, weights)
+    weights = process_channels.SharedWeights(multiprocessing.get_context("fork"), online)
+    policy = process_channels.ProcessPolicy(actor, 1, None, weights)
     with torch.no_grad():
         for p in online.parameters():
             p.add_(1.0)
@@ -262,3 +262,91 @@ def test_the_actor_reports_in_json_the_stream_state_and_counts_the_learner_resto
     draw = torch.rand(3, generator=trainer.streams.actor.torch)
     trainer.streams.actor.load_state_dict(state)
     assert torch.equal(torch.rand(3, generator=trainer.streams.actor.torch), draw)
+
+
+def test_an_actor_started_from_the_forkserver_acts_as_a_forked_one(monkeypatch):
+    """A GPU learner's actor is started from the forkserver (a fork cannot use CUDA),
+    built from a pickled spec over the same shared memory: here on the CPU. It is a
+    clean process: the learner's patched actor policy, which a fork would inherit, is
+    not its. Every row arrives, the ratio holds and its random stream comes back."""
+    monkeypatch.setattr(process, "start_context", lambda device: _forkserver())
+    trainer = Trainer(make_config("dqn", "CartPole-v1", "gym", CARTPOLE))
+    monkeypatch.setattr(process_channels.ProcessPolicy, "__call__", lambda *a, **k: os._exit(7))
+    before = trainer.streams.actor.state_dict()["numpy"]
+    rows = [trainer.run_iteration() for _ in range(3)]
+    assert trainer.updates.transitions_collected == trainer.frame_t // trainer.config.action_repeats
+    assert trainer.frame_t >= 2 * CARTPOLE["train_frames"]
+    ended = sum(r["train_num_episodes"] for r in rows)
+    assert abs(trainer.replay.num_adds - trainer.frame_t - ended) <= 2
+    assert trainer.streams.actor.state_dict()["numpy"] != before
+    per_frame = trainer.updates.schedule.updates_per_frame
+    learnable = trainer.frame_t - trainer.config.min_replay_size * trainer.config.action_repeats
+    done = sum(r["train_num_updates"] for r in rows)
+    assert math.floor(learnable * per_frame) - 2 <= done <= learnable * per_frame * 1.05 + 2
+    # The actor loaded the weights published at the last phase's start.
+    assert trainer.driver.weights.taken.value >= 2
+    assert multiprocessing.active_children() == []
+
+
+def _forkserver():
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([process.__name__])
+    return ctx
+
+
+class _Event:
+    def __init__(self):
+        self.done = False
+
+    def query(self):
+        return self.done
+
+
+class _Staging:
+    """process_channels._GpuStaging's interface on CPU tensors, its events set by hand."""
+
+    stream = None
+
+    def __init__(self, values):
+        self.values, self.snapshot, self.taken = [v.clone() for v in values], None, 0
+
+    def take(self, values):
+        for mine, value in zip(self.values, values, strict=True):
+            mine.copy_(value)
+        self.snapshot, self.taken = _Event(), self.taken + 1
+
+    def finished(self):
+        self.snapshot = None
+        return self.values
+
+
+def test_a_gpu_learners_weights_reach_the_host_at_the_actors_pace_without_waiting():
+    """A GPU learner's publish snapshots the weights (queued on its stream), copies a
+    finished snapshot to the host at a later publish (never waiting for an unfinished
+    one), and takes the next snapshot only once the actor loaded the last; at a phase
+    start (wait) they are whole on return."""
+    online, _, weights, policy = published()
+    weights._gpu = staging = _Staging([v for _, v in weights._pairs])
+    step = weights.sequence.value  # 2: the CPU write of published()
+    policy.seen = weights.read_into(policy, -1)
+    assert weights.taken.value == step
+    weights.write()  # the actor has the last: a snapshot is taken, nothing copied yet
+    assert staging.taken == 1 and weights.sequence.value == step
+    snapshot = {k: v.clone() for k, v in online.state_dict().items()}
+    with torch.no_grad():
+        for p in online.parameters():
+            p.add_(1.0)  # a later update: the snapshot holds the one before it
+    weights.write()  # the snapshot is not finished: no copy, no new snapshot
+    assert staging.taken == 1 and weights.sequence.value == step
+    staging.snapshot.done = True
+    weights.write()  # copied, whole; the actor has not taken it: no new snapshot
+    assert weights.sequence.value == step + 2 and staging.taken == 1
+    assert all(torch.equal(v, snapshot[k]) for k, v in weights.tensors.items())
+    weights.write()
+    assert staging.taken == 1
+    assert weights.read_into(policy, policy.seen) == step + 2 == weights.taken.value
+    weights.write()  # taken: the next snapshot
+    assert staging.taken == 2
+    weights.write(wait=True)  # the snapshot under way, then a fresh one, both copied
+    assert weights.sequence.value == step + 6 and staging.snapshot is None
+    assert all(torch.equal(v, online.state_dict()[k]) for k, v in weights.tensors.items())

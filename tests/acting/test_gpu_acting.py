@@ -84,3 +84,29 @@ def test_gpu_actor_takes_the_staged_weights_after_the_learners_step():
     for a, b in zip(trainer.learner.online.state_dict().values(),
                     policy.network.state_dict().values()):  # fmt: skip
         assert torch.equal(a, b)
+
+
+@needs_cuda
+@pytest.mark.parametrize("options", [
+    {}, {"replay_device": "cuda", "capture": True},
+])  # fmt: skip
+def test_gpu_actor_process_from_the_forkserver_trains(options):
+    """--actor-process beside a GPU learner: the actor comes from the forkserver with
+    its network on the GPU in a CUDA context of its own; every row arrives, the ratio
+    holds, and the weights it takes are the learner's, copied to the host from device
+    snapshots (acting/process_channels.py)."""
+    config = cartpole(acting="async", actor_process=True, train_frames=1600, device="cuda",
+                      threads=1, **options)  # fmt: skip
+    trainer = Trainer(config)
+    assert trainer.driver._ctx.get_start_method() == "forkserver"
+    rows = [trainer.run_iteration() for _ in range(3)]
+    assert trainer.updates.transitions_collected == trainer.frame_t // config.action_repeats
+    assert rows[2]["train_num_updates"] > 0 and torch.isfinite(torch.tensor(rows[2]["train_loss"]))
+    gate = trainer.driver.gate
+    assert int(gate.target()) - 2 <= gate.consumed <= gate.target() * 1.05 + 2
+    weights = trainer.driver.weights
+    assert weights.taken.value >= 2 and weights.sequence.value % 2 == 0
+    trainer.driver.publish(wait=True)
+    for k, v in weights.tensors.items():
+        assert torch.equal(v, trainer.learner.online.state_dict()[k].cpu())
+    assert_cartpole_transitions(trainer.replay)

@@ -94,9 +94,9 @@ def _kill_and_check(run, children):
 # and never reaches its check of the learner's pid.
 HOLD_THE_RING = textwrap.dedent("""
     import time
-    from qzoo.acting import process
+    from qzoo.acting import process_channels
 
-    take, calls = process._Ring.take, [0]
+    take, calls = process_channels.Ring.take, [0]
 
     def take_then_hold(self):
         calls[0] += 1
@@ -106,7 +106,7 @@ HOLD_THE_RING = textwrap.dedent("""
             time.sleep(600)
         return take(self)
 
-    process._Ring.take = take_then_hold
+    process_channels.Ring.take = take_then_hold
     from qzoo.cli.main import entry
 
     entry()
@@ -196,3 +196,43 @@ def test_a_child_whose_parent_is_already_gone_exits_at_once():
         process.start()
         process.join(10)
     assert (mine.exitcode, other.exitcode) == (0, 1)
+
+
+# A GPU learner's actor comes from the forkserver (acting/process.py's start_context),
+# here forced on the CPU: the actor is the forkserver's child, not the learner's.
+FROM_THE_FORKSERVER = textwrap.dedent("""
+    import multiprocessing
+    from qzoo.acting import process
+
+    def forkserver(device):
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload([process.__name__])
+        return ctx
+
+    process.start_context = forkserver
+    from qzoo.cli.main import entry
+
+    entry()
+""")
+
+
+@linux
+def test_sigkill_of_a_learner_leaves_no_forkserver_or_actor_behind(tmp_path):
+    run = _train(tmp_path, ["--acting", "async", "--actor-process"], FROM_THE_FORKSERVER)
+    try:
+        deadline, found = time.monotonic() + 120, []
+        while not found and time.monotonic() < deadline:  # the forkserver's actor acts
+            assert run.poll() is None, "the run ended"
+            time.sleep(0.2)
+            found = [(server, actor) for server in _children(run.pid)
+                     for actor in _children(server) if _alive(actor)]  # fmt: skip
+        assert found, "no actor under a forkserver"
+        time.sleep(0.5)
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait()
+        assert _gone_within(list(found[0]), 5.0) == [], "the forkserver or actor outlived the run"
+    finally:
+        run.kill()
+        run.wait()
+        if found:
+            _kill(p for p in found[0] if _alive(p))

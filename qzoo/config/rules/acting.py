@@ -104,15 +104,13 @@ def pin_relations(c):
     ]  # fmt: skip
 
 
-# --actor-process (acting/process.py): the async actor forked each phase.
+# --actor-process (acting/process.py): the async actor in a process started each phase.
 def actor_process_relations(c):
     if not c.actor_process:
         return []
     return _async_threads_relations("actor_process", c, "it runs --acting async's actor") + [
         (("actor_process", "threads"), c.threads <= 1,
          "false with --threads above 1 (OpenMP's threads do not survive a fork)"),
-        (("actor_process", "device"), c.device != "cuda",
-         "false with --device cuda (a forked actor cannot use CUDA)"),
         (("actor_process", "actor_workers"), c.actor_workers == 1,
          "false with --actor-workers above 1 (the actor process steps its environments)"),
         (("actor_process", "env_batch_size"), not c.env_batch_size,
