@@ -18,7 +18,8 @@ Sections, in order (`--sections` picks some):
            (`--compile`) and captured (`--capture --replay-device cuda`, and with
            `--capture-updates` 4 updates per call: captured_k4); the other
            agents captured at one setting; async acting beside the GPU learner (a
-           thread: captured_async; a process: captured_process); the
+           thread: captured_async; a process: captured_process, acting on the half
+           of the games that are ready: captured_process_ready); the
            cost of `--replay-compression`; GPU memory of each (`--done FILE` skips
            the settings an earlier run measured)
   pong     trains Pong with the fastest setting measured, for the minutes left,
@@ -173,6 +174,7 @@ def measure(args, agent, num_envs, mode, options, s):
         torch.cuda.synchronize()
     updates = trainer.learner.pop_statistics()["num_updates"]
     described = {"agent": agent, "num_envs": num_envs, "mode": mode, "acting": config.acting,
+                 "options": options,
                  "device": s["device"], "first_phase_seconds": round(first, 2),
                  "updates_per_second": updates / stats["duration"],
                  "agent_steps_per_second": stats["steps_per_second"],
@@ -255,8 +257,9 @@ def speed_plan(counts):
              for agent, count in pairs]  # fmt: skip
     plan += [("rainbow", most, mode, MODES[mode]) for mode in ("captured", "eager")]
     plan += [("dqn", big, "captured_async", {**MODES["captured"], **async_options})]
-    plan += [("dqn", big, "captured_process", {**MODES["captured"], **async_options,
-                                                "actor_process": "true"})]  # fmt: skip
+    process = {**MODES["captured"], **async_options, "actor_process": "true"}
+    plan += [("dqn", big, "captured_process", process),
+             ("dqn", big, "captured_process_ready", {**process, "env_batch_size": str(big // 2)})]  # fmt: skip
     for count in reversed(counts[:-1]):
         plan += [("dqn", count, mode, MODES[mode]) for mode in ("captured", "eager")]
     plan += [
@@ -346,12 +349,7 @@ def section_pong(args):
     from qzoo.cli.main import main
 
     best = fastest(args.out) or {"mode": "captured", "num_envs": 64, "acting": "serial"}
-    mode = best["mode"].replace("_async", "").replace("_process", "")
-    options = mode_options(mode)
-    if best.get("acting") == "async":
-        options.update(acting="async", publish_period="16")
-        if best["mode"].endswith("_process"):
-            options["actor_process"] = "true"
+    options = dict(best.get("options") or mode_options(best["mode"]))
     if args.tiny:
         options = {k: ("cpu" if v == "cuda" else v) for k, v in options.items()}
     num_envs = best["num_envs"]

@@ -10,6 +10,7 @@ import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -75,17 +76,27 @@ def die_with(pid: int) -> None:
     """Called first thing in a process that `pid` started but is not the parent of (an
     actor started from the forkserver: the forkserver lives on as long as any of its
     children does, so the death signal of `die_with_parent` would never come): a
-    thread waits on the process's pidfd and ends this one when `pid` ends. A `pid`
-    already gone ends it at once. Linux 5.3 and later; elsewhere nothing is done."""
+    thread ends this process when `pid` ends, waiting on its pidfd (Linux 5.3 and
+    later), else asking every half second whether it is still there. A `pid` already
+    gone ends it at once."""
     try:
         fd = os.pidfd_open(pid)
     except ProcessLookupError:
         os._exit(1)
-    except (AttributeError, OSError):
-        return
+    except (AttributeError, OSError):  # no pidfds here (an old kernel, a sandbox)
+        fd = None
 
     def watch():
-        select.select([fd], [], [])  # readable once the process has ended
-        os._exit(1)
+        if fd is not None:
+            select.select([fd], [], [])  # readable once the process has ended
+            os._exit(1)
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # there, another user's: cannot be the learner's pid
+                os._exit(1)
+            time.sleep(0.5)
 
     threading.Thread(target=watch, name="qzoo-watch", daemon=True).start()

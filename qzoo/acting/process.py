@@ -19,6 +19,7 @@ import gc
 import json
 import multiprocessing
 import os
+import pickle
 import signal
 import threading
 import time
@@ -28,13 +29,14 @@ import torch
 
 from qzoo.acting.actor import Actor
 from qzoo.acting.asynchronous import AsyncDriver, note_unpinned, over_the_whole_phase
+from qzoo.acting.batches import BatchActor
 from qzoo.acting.pinning import pinned, pinned_cores
 from qzoo.acting.prefetch import Prefetcher
 from qzoo.acting.process_channels import NAP, ProcessPolicy, Ring, SharedWeights
 from qzoo.acting.ratio import RatioGate
 from qzoo.acting.serial import SerialDriver, run_phase
 from qzoo.errors import UserError, WorkerDied
-from qzoo.signals import die_with, die_with_parent
+from qzoo.signals import die_with, die_with_parent, term_as_interrupt
 from qzoo.streams import Stream
 
 _FORK = multiprocessing.get_context("fork")
@@ -47,19 +49,22 @@ class _Completed:
         self.completed = []
 
 
-def _act(actor, ring, stream, frame_t, num_frames, conn):
-    """The actor process: one phase of `actor` from training frame `frame_t`, rows into
-    `ring`, then its result (with `stream`'s state) on `conn`."""
-    # Gone with the learner however it dies, even SIGKILLed holding one of the ring's
-    # locks, which the actor would otherwise wait for forever.
-    die_with_parent(ring.parent)
+def _act(build, ring, frame_t, num_frames, conn):
+    """The actor process: one phase of the actor `build()` makes (with its random
+    stream) from training frame `frame_t`, rows into `ring`, then its result (or any
+    error, its making's included) on `conn`."""
     frame_t = [frame_t]
     try:
+        actor, stream = build()
 
         def on_step(row, new_frames):
             seen = on_step.episodes
             on_step.episodes = len(actor.episodes.completed)
-            ring.put(row, new_frames, actor.episodes.completed[seen:])
+            ended = actor.episodes.completed[seen:]
+            # A BatchActor's step completes a list of rows, maybe none: the step's
+            # frames and episodes go with its first (or with no row).
+            for i, one in enumerate((row or [None]) if isinstance(row, list) else [row]):
+                ring.put(one, new_frames if i == 0 else 0, ended if i == 0 else ())
             frame_t[0] += new_frames
 
         on_step.episodes = 0
@@ -80,8 +85,11 @@ def _act(actor, ring, stream, frame_t, num_frames, conn):
 
 def _act_forked(driver, num_frames, conn):
     """A forked actor: the learner's own actor object, as it was at the fork."""
-    _act(driver.actor, driver.ring, driver.parts.streams.actor, driver.updates.frame_t,
-         num_frames, conn)  # fmt: skip
+    # Gone with the learner however it dies, even SIGKILLed holding one of the ring's
+    # locks, which the actor would otherwise wait for forever.
+    die_with_parent(driver.ring.parent)
+    _act(lambda: (driver.actor, driver.parts.streams.actor), driver.ring,
+         driver.updates.frame_t, num_frames, conn)  # fmt: skip
 
 
 @dataclasses.dataclass
@@ -90,7 +98,7 @@ class _Spec:
 
     config: object
     info: object
-    network: torch.nn.Module  # on the CPU: the child moves it to `device`
+    network: bytes  # the actor's network, pickled on the CPU (its weights come after)
     device: str
     tau_samples: int
     deep_exploration: str | None
@@ -104,17 +112,24 @@ class _Spec:
 def _act_started(spec, num_frames, cores, conn):
     """An actor started from the forkserver (a GPU learner's): built from `spec`, on
     its own CUDA context. Its parent is the forkserver, which ends after the learner
-    does only once every child of it has ended: the actor watches the learner itself."""
+    does only once every child of it has ended: the actor watches the learner itself,
+    and takes SIGTERM as Ctrl-C, as a forked actor does (the learner's handler)."""
     die_with(spec.ring.parent)  # the learner's pid, set when it reset the ring
     spec.ring.parent = os.getppid()
+    die_with_parent(spec.ring.parent)
     if cores:  # --pin-threads: the cores the learner's thread does not run on
         os.sched_setaffinity(0, cores)
     torch.set_num_threads(1)
-    network = spec.network.to(spec.device).requires_grad_(False)
-    policy = ProcessPolicy(network, spec.tau_samples, spec.deep_exploration, spec.weights)
-    stream = Stream.restored(spec.stream, spec.device)
-    actor = Actor(spec.config, spec.info, policy, stream, spec.train_epsilon)
-    _act(actor, spec.ring, stream, spec.frame_t, num_frames, conn)
+
+    def build():
+        network = pickle.loads(spec.network).to(spec.device).requires_grad_(False)
+        policy = ProcessPolicy(network, spec.tau_samples, spec.deep_exploration, spec.weights)
+        stream = Stream.restored(spec.stream, spec.device)
+        make = _actor_class(spec.config)
+        return make(spec.config, spec.info, policy, stream, spec.train_epsilon), stream
+
+    with term_as_interrupt():
+        _act(build, spec.ring, spec.frame_t, num_frames, conn)
 
 
 class ProcessDriver(AsyncDriver):
@@ -166,7 +181,7 @@ class ProcessDriver(AsyncDriver):
         network = copy.deepcopy(learner.online).requires_grad_(False)
         actor_policy = ProcessPolicy(network, config.tau_samples_policy,
                                      policy.deep_exploration, self.weights)  # fmt: skip
-        SerialDriver.__init__(self, parts, actor_policy, evaluation)
+        SerialDriver.__init__(self, parts, actor_policy, evaluation, _actor_class(config))
         self.gate = None
         self._actor_stream = None  # rows are stored on the learner's stream as they come
         note_unpinned(config)
@@ -209,6 +224,7 @@ class ProcessDriver(AsyncDriver):
                         time.sleep(NAP)
                         waited += time.perf_counter() - napped
                     ring.may_go.value = int(gate.actor_may_go())
+                    self.weights.advance()
         finally:
             ring.stop.value = 1
             if prefetcher:
@@ -227,7 +243,10 @@ class ProcessDriver(AsyncDriver):
         """Stores the rows the actor has written; returns how many steps."""
         learnable, steps = 0, self.ring.take()
         for row, new_frames, ended in steps:
-            learnable += self.store(row, new_frames, lock)
+            if row is None:  # acting on ready environments: a step that completed no row
+                learnable += self._count(new_frames, lock)
+            else:
+                learnable += self.store(row, new_frames, lock)
             if len(ended):
                 episodes.completed.extend(ended.tolist())
             if progress is not None:
@@ -235,6 +254,21 @@ class ProcessDriver(AsyncDriver):
         if learnable:  # once for the steps taken (the gate's arithmetic is exact, slow)
             self.gate.add_collected(learnable)
         return len(steps)
+
+    def _count(self, new_frames, lock):
+        """`store`'s counting of a step's frames, for a step without a row: as
+        BatchDriver counts agent steps as they happen, not as rows are released."""
+        updates = self.updates
+        with lock:
+            updates.transitions_collected += new_frames // self.config.action_repeats
+            learning = updates.can_learn()
+        updates.frame_t += new_frames
+        return new_frames if learning else 0
+
+
+def _actor_class(config):
+    """Acting on all environments, or on those ready (--env-batch-size, batches.py)."""
+    return BatchActor if config.env_batch_size else Actor
 
 
 def start_context(device):
@@ -271,7 +305,10 @@ def _fork(driver, num_frames, cores):
 def _start(driver, num_frames, cores):
     """Starts the phase's actor process from the forkserver, built from a `_Spec`."""
     parts, policy = driver.parts, driver.actor.policy
-    spec = _Spec(parts.config, parts.info, copy.deepcopy(policy.network).cpu(),
+    # Pickled here, plainly: its tensors as bytes, not as shared memory handed over as
+    # file descriptors (one per tensor, which the forkserver limits).
+    network = pickle.dumps(copy.deepcopy(policy.network).cpu())
+    spec = _Spec(parts.config, parts.info, network,
                  str(parts.learner.device), parts.config.tau_samples_policy,
                  policy.deep_exploration, parts.train_epsilon,
                  parts.streams.actor.state_dict(), driver.updates.frame_t, driver.weights,
@@ -282,6 +319,9 @@ def _start(driver, num_frames, cores):
         process = ctx.Process(target=_act_started, args=(spec, num_frames, cores, send),
                               name="qzoo-actor", daemon=True)  # fmt: skip
         process.start()
+    except BaseException:
+        receive.close()
+        raise
     finally:
         send.close()
     return process, receive

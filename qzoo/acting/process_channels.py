@@ -18,6 +18,7 @@ from qzoo.replay.batch import Row
 SLOTS = 64  # agent steps the ring holds (fewer for large frames: `slots_for`)
 _FIELDS = (("action", np.int64), ("reward", np.float32), ("first", bool), ("last", bool),
            ("zero_discount", bool), ("ended", np.float64))  # fmt: skip
+_NAMES = ("frame", "action", "reward", "first", "last", "zero_discount")
 NAP = 50e-6  # seconds a side sleeps when it has nothing to do
 _NONE = np.zeros(0)  # no episode ended
 _ALIGN = 64  # bytes: each weight tensor starts on a cache line
@@ -44,7 +45,8 @@ class Ring:
         shape = (self.slots, num_envs)
         layout = {"frame": (shape + tuple(frame_shape), np.dtype(frame_dtype)),
                   **{name: (shape, np.dtype(dtype)) for name, dtype in _FIELDS},
-                  "new_frames": ((self.slots,), np.dtype(np.int64))}  # fmt: skip
+                  "new_frames": ((self.slots,), np.dtype(np.int64)),
+                  "has_row": ((self.slots,), np.dtype(bool))}  # fmt: skip
         self._raw = {name: (ctx.RawArray("b", max(1, int(np.prod(s)) * d.itemsize)), s, d)
                      for name, (s, d) in layout.items()}  # fmt: skip
         self._views()
@@ -56,9 +58,11 @@ class Ring:
         self.arrays = {name: np.frombuffer(raw, d, int(np.prod(s))).reshape(s)
                        for name, (raw, s, d) in self._raw.items()}  # fmt: skip
         self.new_frames = self.arrays.pop("new_frames")
+        self.has_row = self.arrays.pop("has_row")
 
     def __getstate__(self):  # the shared memory itself, not copies of its views
-        return {k: v for k, v in self.__dict__.items() if k not in ("arrays", "new_frames")}
+        views = ("arrays", "new_frames", "has_row")
+        return {k: v for k, v in self.__dict__.items() if k not in views}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -72,7 +76,9 @@ class Ring:
     # -- the actor's side --
     def put(self, row, new_frames, ended):
         """Writes one step's row, once the ring has room and the learner lets the actor
-        go; `ended` the returns of episodes completed at this step."""
+        go; `ended` the returns of episodes completed at this step. `row` None: a step
+        that completed no row (acting on ready environments: rows wait for the slowest,
+        acting/batches.py), its frames alone."""
         written = self.written.value
         while (self.stop.value or written - _locked(self.read) >= self.slots
                or not self.may_go.value):  # fmt: skip
@@ -80,9 +86,10 @@ class Ring:
                 raise SystemExit(1)
             time.sleep(NAP)
         slot, arrays = written % self.slots, self.arrays
-        arrays["frame"][slot] = row.frame
-        for name in ("action", "reward", "first", "last", "zero_discount"):
-            arrays[name][slot] = getattr(row, name)
+        self.has_row[slot] = row is not None
+        if row is not None:
+            for name in _NAMES:
+                arrays[name][slot] = getattr(row, name)
         arrays["ended"][slot] = np.nan
         arrays["ended"][slot, : len(ended)] = ended
         self.new_frames[slot] = new_frames
@@ -91,8 +98,8 @@ class Ring:
 
     # -- the learner's side --
     def take(self):
-        """[(Row, new_frames, returns ended)] of the steps written since the last call
-        (copies: the actor reuses the slots)."""
+        """[(Row or None, new_frames, returns ended)] of the steps written since the
+        last call (copies: the actor reuses the slots)."""
         read, written = self.read.value, _locked(self.written)
         if read == written:
             return []
@@ -100,13 +107,13 @@ class Ring:
         # One copy of each field for all the steps (the rows are views of it).
         block = {name: array[slots] for name, array in self.arrays.items()}
         new_frames = self.new_frames[slots].tolist()
+        has_row = self.has_row[slots].tolist()
         ended = block.pop("ended")
         any_ended = (~np.isnan(ended)).any(axis=1).tolist()
         with self.read.get_lock():
             self.read.value = written
-        names = ("frame", "action", "reward", "first", "last", "zero_discount")
-        return [(Row(*(block[name][i] for name in names)), new_frames[i],
-                 ended[i][~np.isnan(ended[i])] if any_ended[i] else _NONE)
+        return [(Row(*(block[name][i] for name in _NAMES)) if has_row[i] else None,
+                 new_frames[i], ended[i][~np.isnan(ended[i])] if any_ended[i] else _NONE)
                 for i in range(len(slots))]  # fmt: skip
 
 
@@ -164,12 +171,21 @@ class SharedWeights:
         if gpu is None:
             self._copy_in(values)
             return
-        if gpu.snapshot is not None and (wait or gpu.snapshot.query()):
+        if wait and gpu.snapshot is not None:
             self._copy_in(gpu.finished(), gpu.stream)
+        self.advance()
         if gpu.snapshot is None and (wait or self.taken.value == _locked(self.sequence)):
             gpu.take(values)
             if wait:
                 self._copy_in(gpu.finished(), gpu.stream)
+
+    def advance(self):
+        """A GPU learner's finished snapshot, copied to the host: called between
+        publishes too, so that the actor need not wait for the next one (cheap when
+        there is nothing to copy; nothing on a CPU)."""
+        gpu = self._gpu
+        if gpu is not None and gpu.snapshot is not None and gpu.snapshot.query():
+            self._copy_in(gpu.finished(), gpu.stream)
 
     def _copy_in(self, values, stream=None):
         with self.sequence.get_lock():

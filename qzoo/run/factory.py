@@ -128,14 +128,14 @@ def make_driver(parts, policy, evaluation):
         from qzoo.offline.driver import OfflineDriver
 
         return OfflineDriver(parts, policy, evaluation)
+    if config.acting == "async" and config.actor_process:  # acting on all or ready envs
+        from qzoo.acting.process import ProcessDriver
+
+        return ProcessDriver(parts, policy, evaluation)
     if config.env_batch_size:  # ale-py's asynchronous mode
         from qzoo.acting.batches import BatchDriver
 
         return BatchDriver(parts, policy, evaluation)
-    if config.acting == "async" and config.actor_process:
-        from qzoo.acting.process import ProcessDriver
-
-        return ProcessDriver(parts, policy, evaluation)
     if config.acting == "async":
         from qzoo.acting.asynchronous import AsyncDriver
 

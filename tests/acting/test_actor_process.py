@@ -347,6 +347,13 @@ def test_a_gpu_learners_weights_reach_the_host_at_the_actors_pace_without_waitin
     assert weights.read_into(policy, policy.seen) == step + 2 == weights.taken.value
     weights.write()  # taken: the next snapshot
     assert staging.taken == 2
-    weights.write(wait=True)  # the snapshot under way, then a fresh one, both copied
-    assert weights.sequence.value == step + 6 and staging.snapshot is None
+    staging.snapshot.done = True
+    weights.advance()  # between publishes: the finished snapshot is copied, no new one
+    assert weights.sequence.value == step + 4 and staging.taken == 2
+    weights.taken.value = weights.sequence.value  # the actor took it
+    weights.write()
+    assert staging.taken == 3
+    weights.write(wait=True)  # the unfinished snapshot, then a fresh one, both copied
+    assert weights.sequence.value == step + 8 and staging.snapshot is None
+    assert staging.taken == 4
     assert all(torch.equal(v, online.state_dict()[k]) for k, v in weights.tensors.items())

@@ -223,7 +223,38 @@ def test_training_counts_real_frames_and_updates():
     collected = trainer.updates.transitions_collected
     assert collected <= entries <= collected + row["train_num_episodes"] + config.num_envs
     assert trainer.updates.transitions_sampled > 0
-    assert row["replay_ratio"] == trainer.updates.transitions_sampled / trainer.updates.transitions_collected
+    assert (
+        row["replay_ratio"]
+        == trainer.updates.transitions_sampled / trainer.updates.transitions_collected
+    )
+
+
+@pytest.mark.parametrize("start", ["fork", "forkserver"])
+def test_an_actor_process_acts_on_the_ready_environments(start, monkeypatch):
+    """--acting async --actor-process with --env-batch-size: the actor process acts on
+    batches (forked, and from the forkserver as beside a GPU learner); a step that
+    completes no row still counts its frames, so the counts are those of serial
+    batches, and the replay holds whole rows."""
+    import multiprocessing
+
+    from qzoo.acting import process
+
+    if start == "forkserver":
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload([process.__name__])
+        monkeypatch.setattr(process, "start_context", lambda device: ctx)
+    config = breakout(acting="async", actor_process=True, max_frames_per_episode=108_000,
+                      train_frames=1000, learn_period=64, replay_capacity=2000,
+                      min_replay_capacity_fraction=0.04)  # fmt: skip
+    trainer = Trainer(config)
+    assert isinstance(trainer.driver.actor, BatchActor)
+    trainer.run_iteration()
+    row = trainer.run_iteration()
+    assert 1000 <= trainer.frame_t < 1000 + config.env_batch_size * config.action_repeats
+    assert trainer.updates.transitions_collected * config.action_repeats == trainer.frame_t
+    assert trainer.replay.size % config.num_envs == 0 and trainer.replay.size > 0
+    assert trainer.updates.transitions_sampled > 0 and row["train_num_updates"] > 0
+    assert multiprocessing.active_children() == []
 
 
 def test_column_queues_release_rows_when_every_environment_has_one():

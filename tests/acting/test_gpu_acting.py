@@ -110,3 +110,45 @@ def test_gpu_actor_process_from_the_forkserver_trains(options):
     for k, v in weights.tensors.items():
         assert torch.equal(v, trainer.learner.online.state_dict()[k].cpu())
     assert_cartpole_transitions(trainer.replay)
+
+
+@needs_cuda
+def test_gpu_actor_weights_reach_the_host_only_after_the_learners_queued_work():
+    """A GPU learner's published weights are those after its queued updates: the
+    snapshot is ordered after them on its stream, and copied to the host only once the
+    snapshot is done (waited for at a phase start, polled between publishes)."""
+    import multiprocessing
+    import time
+
+    from qzoo import envs
+    from qzoo.acting.process_channels import SharedWeights
+    from qzoo.networks.network import make_network
+
+    config = cartpole()
+    online = make_network(config, envs.describe(config), (4,)).cuda()
+    weights = SharedWeights(multiprocessing.get_context("fork"), online)
+
+    def queued_update():
+        torch.cuda._sleep(2**30)  # GPU time queued before the update (about a second)
+        with torch.no_grad():
+            for p in online.parameters():
+                p.add_(1.0)
+
+    def host_copy_is_the_learners():
+        expected = {k: v.cpu() for k, v in online.state_dict().items()}
+        return all(torch.equal(v, expected[k]) for k, v in weights.tensors.items())
+
+    queued_update()
+    weights.write(wait=True)
+    assert host_copy_is_the_learners()
+    weights.taken.value = sequence = weights.sequence.value  # the actor took them
+    queued_update()
+    weights.write()  # a snapshot behind the queued update: nothing copied yet
+    weights.advance()
+    assert weights.sequence.value == sequence
+    deadline = time.monotonic() + 60
+    while weights.sequence.value == sequence:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+        weights.advance()
+    assert weights.sequence.value == sequence + 2 and host_copy_is_the_learners()

@@ -236,3 +236,39 @@ def test_sigkill_of_a_learner_leaves_no_forkserver_or_actor_behind(tmp_path):
         run.wait()
         if found:
             _kill(p for p in found[0] if _alive(p))
+
+
+@linux
+@pytest.mark.parametrize("pidfd", [True, False])
+def test_die_with_ends_a_process_when_one_it_is_not_the_child_of_ends(pidfd):
+    """qzoo.signals.die_with: through the pidfd, or without one (an old kernel, a
+    sandbox refusing the call) by asking every half second."""
+    from qzoo.signals import die_with
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    ctx = multiprocessing.get_context("fork")
+
+    def child():
+        if not pidfd:
+
+            def refused(pid):
+                raise OSError(38, "Function not implemented")
+
+            os.pidfd_open = refused
+        die_with(sleeper.pid)
+        time.sleep(30)
+        os._exit(0)
+
+    process = ctx.Process(target=child)
+    process.start()
+    try:
+        time.sleep(0.5)
+        assert process.is_alive()
+        sleeper.kill()
+        sleeper.wait()
+        process.join(5)
+        assert process.exitcode == 1
+    finally:
+        sleeper.kill()
+        process.kill()
+        process.join()

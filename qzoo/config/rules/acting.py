@@ -113,8 +113,6 @@ def actor_process_relations(c):
          "false with --threads above 1 (OpenMP's threads do not survive a fork)"),
         (("actor_process", "actor_workers"), c.actor_workers == 1,
          "false with --actor-workers above 1 (the actor process steps its environments)"),
-        (("actor_process", "env_batch_size"), not c.env_batch_size,
-         "false with --env-batch-size (ale-py's asynchronous mode has a driver of its own)"),
     ]  # fmt: skip
 
 
@@ -130,9 +128,10 @@ def batch_relations(c, domain):
                      "an asynchronous mode")),
         (("env_batch_size", "num_envs"), b <= c.num_envs,
          f"at most --num-envs {c.num_envs} (the environments a batch is drawn from; 0: all)"),
-        (("env_batch_size", "acting"), c.acting == "serial",
+        (("env_batch_size", "acting"), c.acting == "serial" or c.actor_process,
          what.format(f"--acting {c.acting}", "batches of ready environments are acted on in "
-                     "the learner's thread (--acting serial)")),
+                     "the learner's thread (--acting serial) or in the actor process "
+                     "(--acting async --actor-process)")),
         (("env_batch_size", "actor_workers"), c.actor_workers == 1,
          what.format(f"--actor-workers {c.actor_workers}", "ale-py's threads step the games")),
         (("env_batch_size", "recurrent"), not c.recurrent,
