@@ -373,10 +373,18 @@ def section_pong(args):
         argv += ["--" + key.replace("_", "-"), value]
     log(args.out, f"pong: qzoo {' '.join(argv)}")
     started = time.time()
+    code = None
     try:
-        main(argv)
+        code = main(argv)
+        if code == 2 and os.path.isdir(run_dir) and time.time() - started < 30:
+            # An earlier check's run of other options (a second check on a warm machine
+            # with another fastest setting): set aside, and a new run in its place.
+            aside = f"{run_dir}-{int(started)}"
+            os.replace(run_dir, aside)
+            log(args.out, f"pong: {run_dir} held a run of other options, moved to {aside}")
+            code = main(argv)
     finally:
-        log(args.out, f"pong: stopped after {time.time() - started:.0f} s")
+        log(args.out, f"pong: qzoo exit {code}, stopped after {time.time() - started:.0f} s")
 
 
 def run_section(args, name, seconds):
