@@ -1,7 +1,7 @@
 """Atari-100k runs on the lent GPU machine: `qzoo suite` for a budget, what finished
 brought back.
 
-    benchmarks/atari100k_gpu.sh --out "$OUT" --budget 540 [--games G,...] [--jobs 8]
+    benchmarks/atari100k_gpu.sh --out "$OUT" --budget 540 [--games G,...] [--jobs 8] [-- TRAIN OPTION ...]
     python benchmarks/atari100k_gpu.py --out DIR --tiny     # the same on a CPU, tiny
 
 The CPU development machine runs one Atari-100k run in 2-3 hours on a core; a GPU with
@@ -49,7 +49,7 @@ def run_suite(args, games, log):
     command = [sys.executable, "-m", "qzoo", "suite", "--agents", args.agent,
                "--games", ",".join(games), "--seeds", args.seeds, "--out", args.work,
                "--jobs", str(args.jobs), "--status-period", "30", "--",
-               *(TINY if args.tiny else GPU)]  # fmt: skip
+               *(TINY if args.tiny else GPU), *args.train]  # fmt: skip
     log.write("$ " + " ".join(command) + "\n")
     log.flush()
     suite = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -59,7 +59,7 @@ def run_suite(args, games, log):
     except subprocess.TimeoutExpired:
         suite.send_signal(signal.SIGINT)
         try:
-            suite.wait(timeout=grace - 5)
+            suite.wait(timeout=max(1.0, grace - 5))
         except subprocess.TimeoutExpired:
             suite.kill()
             suite.wait()
@@ -108,6 +108,8 @@ def main():
     parser.add_argument("--seeds", default="1")
     parser.add_argument("--jobs", type=int, default=8, help="runs at once on the one GPU")
     parser.add_argument("--tiny", action="store_true", help="tiny runs on the CPU")
+    parser.add_argument("train", nargs="*", help="after --: more qzoo train options, "
+                        "e.g. -- --shift-offsets batch")  # fmt: skip
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     games = args.games.split(",") if args.games else default_games()

@@ -92,6 +92,9 @@ class Config:
                                "loss: shift (DrQ's random shift of +-4 pixels) or "
                                "shift_intensity (then Dopamine DrQ(eps)'s intensity noise)",
                                Choice("none", "shift", "shift_intensity"))
+    shift_offsets: str = option("image", "loss", "--augmentation's shift: an offset per image "
+                                "(DrQ) or one per batch (Dopamine's DrQ code until 2022)",
+                                Choice("image", "batch"))
     n_steps: int = option(1, "loss", "steps of reward before bootstrapping", Int(1, 1000))
     double_q: bool = option(False, "loss", "greedy action at s_t from the online network")
     grad_error_bound: float = option(1.0 / 32, "loss", "TD-error gradient clip of "

@@ -4,7 +4,8 @@ which DrQ(eps) (Agarwal et al. 2021, arXiv:2108.13264) runs on a DQN.
 
 Each image of a batch [B, C, H, W] is padded by 4 pixels repeating its edge and cropped
 back to H x W at a row and a column offset drawn uniformly from 0..8: an integer shift
-within +-4 pixels, one per image, shared by its C stacked frames. `shift_intensity` then
+within +-4 pixels, one per image, shared by its C stacked frames (`--shift-offsets
+batch`: one for the whole batch, as Dopamine's DrQ code drew them until 2022). `shift_intensity` then
 scales each image by 1 + 0.05 clip(N(0, 1), -2, 2), as Dopamine's DrQ(eps) agent does
 after Schwarzer et al. 2020. The learner applies it to s_tm1 and s_t with independent
 draws at every update; acting and evaluation see the frames as they are. The draws come
@@ -31,11 +32,13 @@ def shift_images(frames, rows, columns, pad=PAD):
     return shifted.gather(3, col_index[:, None, None, :].expand(b, c, h, w))
 
 
-def random_shift(frames, generator, pad=PAD):
-    """DrQ's random shift: offsets uniform over 0..2 pad per image and axis, drawn as
-    uniforms from `generator` (a torch.Generator, or a draws.Tape)."""
-    u = draws.uniform((2, frames.shape[0]), generator, frames.device)
-    offsets = (u * (2 * pad + 1)).to(torch.int64).clamp(max=2 * pad)
+def random_shift(frames, generator, pad=PAD, per="image"):
+    """DrQ's random shift: offsets uniform over 0..2 pad per image (`per` "batch": one
+    for all the images) and axis, drawn as uniforms from `generator` (a
+    torch.Generator, or a draws.Tape)."""
+    b = frames.shape[0]
+    u = draws.uniform((2, b if per == "image" else 1), generator, frames.device)
+    offsets = (u * (2 * pad + 1)).to(torch.int64).clamp(max=2 * pad).expand(2, b)
     return shift_images(frames, offsets[0], offsets[1], pad)
 
 
@@ -46,11 +49,12 @@ def intensity_noise(frames, generator, scale=INTENSITY):
     return frames.float() * (1.0 + scale * eps.clamp(-2.0, 2.0))
 
 
-def augment(kind, frames, generator):
-    """`frames` augmented as `kind` (none, shift, shift_intensity) says."""
+def augment(kind, frames, generator, per="image"):
+    """`frames` augmented as `kind` (none, shift, shift_intensity) says, shift offsets
+    drawn `per` image or batch."""
     if kind == "none":
         return frames
-    shifted = random_shift(frames, generator)
+    shifted = random_shift(frames, generator, per=per)
     return intensity_noise(shifted, generator) if kind == "shift_intensity" else shifted
 
 
@@ -58,13 +62,13 @@ class Augmented:
     """An objective whose batches' s_tm1 and s_t are augmented first (independent draws,
     s_tm1's then s_t's), from the learner's random stream."""
 
-    def __init__(self, objective, kind):
-        self.objective, self.kind = objective, kind
+    def __init__(self, objective, kind, per="image"):
+        self.objective, self.kind, self.per = objective, kind, per
 
     def __call__(self, online, target, batch, generator):
         batch = batch._replace(
-            s_tm1=augment(self.kind, batch.s_tm1, generator),
-            s_t=augment(self.kind, batch.s_t, generator),
+            s_tm1=augment(self.kind, batch.s_tm1, generator, self.per),
+            s_t=augment(self.kind, batch.s_t, generator, self.per),
         )
         return self.objective(online, target, batch, generator)
 

@@ -38,7 +38,7 @@ class Learner:
         self.optimizer = make_optimizer(config, self._parameters)
         self.objective = make_objective(config)
         if config.augmentation != "none":  # DrQ: batches shifted before the objective
-            self.objective = Augmented(self.objective, config.augmentation)
+            self.objective = Augmented(self.objective, config.augmentation, config.shift_offsets)
         self.generator = generator
         self._stats = torch.zeros(3, device=self.device)  # loss sum, q sum, updates
         # Held around the eager update's optimizer step, so that a thread copying the

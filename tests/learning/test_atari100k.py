@@ -88,6 +88,27 @@ def test_random_shifts_stay_within_four_pixels_one_per_image_across_its_frames()
     assert torch.equal(out, random_shift(frames, torch.Generator().manual_seed(1)))
 
 
+def test_shift_offsets_per_batch_shift_every_image_alike():
+    """--shift-offsets batch (Dopamine's DrQ code until 2022): one offset for the whole
+    batch, from two uniforms of the stream; the learner's objective draws so."""
+    rng = np.random.default_rng(2)
+    frames = torch.from_numpy(rng.integers(0, 256, (50, 4, 20, 20), dtype=np.uint8))
+    out = random_shift(frames, torch.Generator().manual_seed(5), per="batch")
+    u = torch.rand((2, 1), generator=torch.Generator().manual_seed(5))
+    row, column = (u * 9).to(torch.int64)[:, 0].tolist()
+    assert torch.equal(out, shift_images(frames, torch.full((50,), row), torch.full((50,), column)))
+    varied = {tuple(random_shift(frames[:1], torch.Generator().manual_seed(k), per="batch")
+                    .flatten().tolist()) for k in range(40)}  # fmt: skip
+    assert len(varied) > 20  # the offset itself is random: one of 81
+    from qzoo import envs
+    from qzoo.learning.learner import Learner
+
+    config = build_config("drq_eps", {"env": "pong", "shift_offsets": "batch"})
+    learner = Learner(config, envs.describe(config), (4, 84, 84), torch.device("cpu"),
+                      torch.Generator())  # fmt: skip
+    assert (learner.objective.kind, learner.objective.per) == ("shift_intensity", "batch")
+
+
 def test_intensity_noise_scales_each_image_by_at_most_ten_percent():
     frames = torch.full((500, 4, 3, 3), 100, dtype=torch.uint8)
     out = intensity_noise(frames, torch.Generator().manual_seed(0))

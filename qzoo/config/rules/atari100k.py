@@ -2,7 +2,6 @@
 take."""
 
 
-
 def atari100k_relations(c, domain):
     relations = []
     if c.augmentation != "none":
@@ -13,6 +12,11 @@ def atari100k_relations(c, domain):
              "none with --recurrent (R2D1's sequences are not augmented)"),
             (("augmentation", "prefetch_targets"), not c.prefetch_targets,
              "none with --prefetch-targets (its targets would see unshifted frames)"),
+        ]  # fmt: skip
+    if c.shift_offsets != "image":
+        relations += [
+            (("shift_offsets", "augmentation"), c.augmentation != "none",
+             "image with --augmentation none (there is no shift to draw)"),
         ]  # fmt: skip
     if c.eval_episodes:
         not_built = "0 with {}: episodes are counted by the local evaluator only"
