@@ -8,16 +8,21 @@ The CPU development machine runs one Atari-100k run in 2-3 hours on a core; a GP
 the captured update (`--capture --replay-device cuda`) and 16 cores runs several at
 once, each in minutes. The suite trains --agent (default drq_eps, seed 1) on --games
 (default: the six pre-registered games of docs/atari100k.md first, then the other 20
-in name order) with --jobs runs at once, in float32 (Dopamine's precision). At the
-budget's end the suite gets Ctrl-C (its runs save and stop). A run folder's checkpoint
-holds its replay (hundreds of MB) and cannot come back, so only finished runs count:
+in name order) with --jobs runs at once, in float32 (Dopamine's precision). Nothing of
+an unfinished run can continue elsewhere (its replay stays on the machine), so only
+finished runs count:
 their results.csv, config.json and DONE are copied to DIR/atari100k/<agent>/<game>-<seed>/
 (`qzoo suite report --out DIR/atari100k` reads them there), with one JSON line per run
-in DIR/atari100k_gpu.jsonl and the suite's output in DIR/atari100k_gpu.log."""
+in DIR/atari100k_gpu.jsonl, each run's log tail in DIR/logs and the suite's output in
+DIR/atari100k_gpu.log. Runs keep no replay in their checkpoints (--checkpoint-replay
+false: nothing of a checkpoint comes back), and at the budget's end the suite gets
+Ctrl-C twice, which stops its runs at once. Exit status 1 when a run failed or none
+finished."""
 
 import argparse
 import csv
 import json
+import math
 import os
 import shutil
 import signal
@@ -31,11 +36,13 @@ ROOT = os.path.dirname(HERE)
 REGISTERED = ["amidar", "battle_zone", "crazy_climber", "demon_attack", "frostbite",
               "kung_fu_master"]  # fmt: skip
 GPU = ["--device", "cuda", "--capture", "--replay-device", "cuda", "--eval-period", "10",
-       "--progress", "false", "--tensorboard", "false", "--threads", "1"]  # fmt: skip
+       "--progress", "false", "--tensorboard", "false", "--threads", "1",
+       "--checkpoint-replay", "false"]  # fmt: skip
 # --tiny: the same path on a CPU in minutes (one short iteration, learning included).
 TINY = ["--device", "cpu", "--capture", "--replay-device", "cpu", "--iterations", "1",
         "--train-frames", "7200", "--eval-frames", "400", "--eval-episodes", "0",
-        "--progress", "false", "--tensorboard", "false", "--threads", "1"]  # fmt: skip
+        "--progress", "false", "--tensorboard", "false", "--threads", "1",
+        "--checkpoint-replay", "false"]  # fmt: skip
 
 
 def default_games():
@@ -53,46 +60,64 @@ def run_suite(args, games, log):
     log.write("$ " + " ".join(command) + "\n")
     log.flush()
     suite = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    grace = min(30.0, args.budget / 5)
+    grace = min(10.0, args.budget / 5)
     try:
         suite.wait(timeout=max(1.0, args.budget - grace))
     except subprocess.TimeoutExpired:
-        suite.send_signal(signal.SIGINT)
+        # Twice: the suite's second Ctrl-C kills its runs at once (saving them would
+        # be wasted: their checkpoints cannot come back).
+        for _ in range(2):
+            suite.send_signal(signal.SIGINT)
+            time.sleep(1.0)
         try:
-            suite.wait(timeout=max(1.0, grace - 5))
+            suite.wait(timeout=max(1.0, grace - 2))
         except subprocess.TimeoutExpired:
             suite.kill()
             suite.wait()
     return suite.returncode
 
 
-def collect(args, games):
-    """Copies each run's small files to DIR/atari100k and writes its JSON line."""
-    lines = []
-    for game in games:
-        for seed in args.seeds.split(","):
-            name = f"{game}-{seed}"
-            folder = os.path.join(args.work, args.agent, name)
-            results = os.path.join(folder, "results.csv")
-            if not os.path.exists(results):
-                continue
-            with open(results, newline="") as f:
-                rows = list(csv.DictReader(f))
-            done = os.path.exists(os.path.join(folder, "DONE"))
-            if done:
-                target = os.path.join(args.out, "atari100k", args.agent, name)
-                os.makedirs(target, exist_ok=True)
-                for kept in ("results.csv", "config.json", "DONE"):
-                    if os.path.exists(os.path.join(folder, kept)):
-                        shutil.copy(os.path.join(folder, kept), target)
-            last = rows[-1] if rows else {}
-            rates = [float(r["train_frame_rate"]) for r in rows if r.get("train_frame_rate")
-                     not in (None, "", "nan")]  # fmt: skip
-            lines.append({"name": "run", "agent": args.agent, "game": game, "seed": int(seed),
-                          "done": done, "iterations": int(last.get("iteration", -1)),
-                          "final_eval_return": float(last.get("eval_episode_return", "nan")),
-                          "mean_train_frame_rate": sum(rates) / len(rates) if rates else None,
-                          "wall_seconds": float(last.get("wall_time", "nan"))})  # fmt: skip
+def _number(text):
+    """A results.csv field as a number, None for nan or missing (strict JSON)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+def collect(args):
+    """Copies each finished run's small files to DIR/atari100k, every started run's log
+    tail to DIR/logs, and writes a JSON line per run."""
+    lines, runs = [], os.path.join(args.work, args.agent)
+    for name in sorted(os.listdir(runs)) if os.path.isdir(runs) else []:
+        folder = os.path.join(runs, name)
+        results = os.path.join(folder, "results.csv")
+        if not os.path.exists(results):
+            continue
+        with open(results, newline="") as f:
+            rows = list(csv.DictReader(f))
+        done = os.path.exists(os.path.join(folder, "DONE"))
+        if done:
+            target = os.path.join(args.out, "atari100k", args.agent, name)
+            os.makedirs(target, exist_ok=True)
+            for kept in ("results.csv", "config.json", "DONE"):
+                if os.path.exists(os.path.join(folder, kept)):
+                    shutil.copy(os.path.join(folder, kept), target)
+        if os.path.exists(folder + ".log"):
+            os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
+            with open(folder + ".log", errors="replace") as f:
+                tail = f.readlines()[-200:]
+            with open(os.path.join(args.out, "logs", name + ".log"), "w") as f:
+                f.writelines(tail)
+        last = rows[-1] if rows else {}
+        rates = [r for r in (_number(row.get("train_frame_rate")) for row in rows) if r]
+        game, _, seed = name.rpartition("-")
+        lines.append({"name": "run", "agent": args.agent, "game": game, "seed": int(seed),
+                      "done": done, "iterations": int(last.get("iteration", -1)),
+                      "final_eval_return": _number(last.get("eval_episode_return")),
+                      "mean_train_frame_rate": sum(rates) / len(rates) if rates else None,
+                      "wall_seconds": _number(last.get("wall_time"))})  # fmt: skip
     with open(os.path.join(args.out, "atari100k_gpu.jsonl"), "a") as f:
         f.writelines(json.dumps(line) + "\n" for line in lines)
     return lines
@@ -116,14 +141,16 @@ def main():
     started = time.time()
     with open(os.path.join(args.out, "atari100k_gpu.log"), "a") as log:
         code = run_suite(args, games, log)
-    lines = collect(args, games)
+    lines = collect(args)
     finished = [line for line in lines if line["done"]]
     print(f"suite exit {code} after {time.time() - started:.0f} s: {len(finished)} runs "
           f"finished, {len(lines) - len(finished)} started and not finished")  # fmt: skip
     for line in finished:
-        print(f"  {line['game']}-{line['seed']}: {line['final_eval_return']:g} "
-              f"({line['wall_seconds']:.0f} s)")  # fmt: skip
+        print(f"  {line['game']}-{line['seed']}: {line['final_eval_return']} "
+              f"({line['wall_seconds'] or 0:.0f} s)")  # fmt: skip
+    # Not 0 when a run failed (the suite's 1) or none finished: the device's reply says so.
+    return 1 if code == 1 or not finished else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -16,7 +16,7 @@ if [ -f .gpucache/inductor_cache.tgz ]; then
 fi
 
 save_kernel_cache() {
-  if [ -d /tmp/inductor_cache ]; then
+  if [ -n "$1" ] && [ -d "$1" ] && [ -d /tmp/inductor_cache ]; then
     tar czf /tmp/inductor_cache.tgz -C /tmp/inductor_cache . &&
       [ "$(stat -c %s /tmp/inductor_cache.tgz)" -lt 16000000 ] &&
       cp /tmp/inductor_cache.tgz "$1/inductor_cache.tgz"
@@ -27,6 +27,6 @@ save_kernel_cache() {
 out_of() {
   local out=${OUT:-$1} i j
   shift
-  for ((i = 1; i <= $#; i++)); do [ "${!i}" = "--out" ] && j=$((i + 1)) && out=${!j}; done
+  for ((i = 1; i < $#; i++)); do [ "${!i}" = "--out" ] && j=$((i + 1)) && out=${!j}; done
   echo "$out"
 }

@@ -119,13 +119,15 @@ def test_intensity_noise_scales_each_image_by_at_most_ten_percent():
     assert abs(float(scale.std()) - 0.05) < 0.006  # nearly N(0, 1) x 0.05 (clipped tails)
 
 
-def test_augmentation_draws_through_a_tape_as_a_compiled_update_takes_them():
+@pytest.mark.parametrize("per", ["image", "batch"])
+def test_augmentation_draws_through_a_tape_as_a_compiled_update_takes_them(per):
     frames = torch.from_numpy(np.random.default_rng(1).integers(0, 256, (8, 4, 12, 12),
                                                                 dtype=np.uint8))  # fmt: skip
     recorder = draws.Recorder(torch.Generator().manual_seed(3))
-    direct = augment("shift_intensity", frames, recorder)
+    direct = augment("shift_intensity", frames, recorder, per)
     taped = augment("shift_intensity", frames, draws.Tape(
-        draws.draw(recorder.draws, torch.Generator().manual_seed(3), "cpu")))  # fmt: skip
+        draws.draw(recorder.draws, torch.Generator().manual_seed(3), "cpu")), per)  # fmt: skip
+    assert recorder.draws[0] == ("uniform", (2, 8 if per == "image" else 1))
     assert [kind for kind, _ in recorder.draws] == ["uniform", "normal"]
     assert torch.equal(direct, taped)
 
