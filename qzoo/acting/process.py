@@ -19,7 +19,6 @@ import gc
 import json
 import multiprocessing
 import os
-import pickle
 import signal
 import threading
 import time
@@ -36,6 +35,8 @@ from qzoo.acting.process_channels import NAP, ProcessPolicy, Ring, SharedWeights
 from qzoo.acting.ratio import RatioGate
 from qzoo.acting.serial import SerialDriver, run_phase
 from qzoo.errors import UserError, WorkerDied
+from qzoo.networks.network import make_network
+from qzoo.replay.frames import observation_shape
 from qzoo.signals import die_with, die_with_parent, term_as_interrupt
 from qzoo.streams import Stream
 
@@ -98,7 +99,7 @@ class _Spec:
 
     config: object
     info: object
-    network: bytes  # the actor's network, pickled on the CPU (its weights come after)
+    observation_shape: tuple  # the network is built from the config, its weights shared
     device: str
     tau_samples: int
     deep_exploration: str | None
@@ -122,8 +123,13 @@ def _act_started(spec, num_frames, cores, conn):
     torch.set_num_threads(1)
 
     def build():
-        network = pickle.loads(spec.network).to(spec.device).requires_grad_(False)
+        # Built as the learner builds its own (no tensors sent), then loaded with
+        # the weights published at the phase start, whole, before the first action.
+        network = make_network(spec.config, spec.info, spec.observation_shape)
+        network = network.to(spec.device).requires_grad_(False)
         policy = ProcessPolicy(network, spec.tau_samples, spec.deep_exploration, spec.weights)
+        while policy.seen == -1:
+            policy.seen = spec.weights.read_into(policy, -1)
         stream = Stream.restored(spec.stream, spec.device)
         make = _actor_class(spec.config)
         return make(spec.config, spec.info, policy, stream, spec.train_epsilon), stream
@@ -305,10 +311,8 @@ def _fork(driver, num_frames, cores):
 def _start(driver, num_frames, cores):
     """Starts the phase's actor process from the forkserver, built from a `_Spec`."""
     parts, policy = driver.parts, driver.actor.policy
-    # Pickled here, plainly: its tensors as bytes, not as shared memory handed over as
-    # file descriptors (one per tensor, which the forkserver limits).
-    network = pickle.dumps(copy.deepcopy(policy.network).cpu())
-    spec = _Spec(parts.config, parts.info, network,
+    shape = observation_shape(parts.info.frame_shape, parts.config.frame_stack)
+    spec = _Spec(parts.config, parts.info, shape,
                  str(parts.learner.device), parts.config.tau_samples_policy,
                  policy.deep_exploration, parts.train_epsilon,
                  parts.streams.actor.state_dict(), driver.updates.frame_t, driver.weights,
