@@ -5,7 +5,6 @@ Both live in multiprocessing's shared memory (RawArrays) and are picklable, so t
 actor started from a clean process (a GPU learner's: a fork cannot use CUDA) gets the
 same memory as a forked one: the NumPy and torch views are rebuilt on its side."""
 
-import contextlib
 import os
 import time
 
@@ -166,11 +165,11 @@ class SharedWeights:
 
     def write(self, wait=False):
         """Publishes the learner's weights (`wait`: whole in shared memory on return)."""
-        values = [value for _, value in self._pairs]
         gpu = self._gpu
-        if gpu is None:
-            self._copy_in(values)
+        if gpu is None:  # every publish on a CPU: no list made per call
+            self._copy_in()
             return
+        values = [value for _, value in self._pairs]
         if wait and gpu.snapshot is not None:
             self._copy_in(gpu.finished(), gpu.stream)
         self.advance()
@@ -187,12 +186,17 @@ class SharedWeights:
         if gpu is not None and gpu.snapshot is not None and gpu.snapshot.query():
             self._copy_in(gpu.finished(), gpu.stream)
 
-    def _copy_in(self, values, stream=None):
+    def _copy_in(self, values=None, stream=None):
+        """Copies `values` (None: the network's own tensors) into shared memory."""
         with self.sequence.get_lock():
             self.sequence.value += 1  # odd: being written
-        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-            for (shared, _), value in zip(self._pairs, values, strict=True):
+        if values is None:
+            for shared, value in self._pairs:
                 shared.copy_(value)
+        else:
+            with torch.cuda.stream(stream):
+                for (shared, _), value in zip(self._pairs, values, strict=True):
+                    shared.copy_(value)
         with self.sequence.get_lock():
             self.sequence.value += 1
 
