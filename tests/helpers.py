@@ -81,7 +81,6 @@ def rows(trainer, n):
             for _ in range(n)]  # fmt: skip
 
 
-
 # ---- a guard against host synchronisation ------------------------------------------
 SYNCS = ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__", "__index__")
 
@@ -106,7 +105,6 @@ def no_host_sync():
             setattr(torch.Tensor, name, method)
 
 
-
 # ---- DQN Replay Dataset files ------------------------------------------------------
 def episodes(writer, lengths, start=1):
     """Adds episodes of the given lengths; frame k of the stream is filled with k."""
@@ -117,5 +115,3 @@ def episodes(writer, lengths, start=1):
             writer.add(np.full(shape, k % 256, np.uint8), k % 5, float(k % 3) - 1, terminal)
             k += 1
     return k
-
-

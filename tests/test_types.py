@@ -18,8 +18,17 @@ pytest.importorskip("mypy", reason="mypy is in the dev extra: pip install -e '.[
 
 
 def mypy(*paths):
-    command = [sys.executable, "-m", "mypy", "--follow-imports=silent", "--ignore-missing-imports",
-               "--no-error-summary", "--cache-dir", os.path.join(ROOT, ".mypy_cache"), *paths]
+    command = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--follow-imports=silent",
+        "--ignore-missing-imports",
+        "--no-error-summary",
+        "--cache-dir",
+        os.path.join(ROOT, ".mypy_cache"),
+        *paths,
+    ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     return done.returncode, done.stdout + done.stderr
 

@@ -182,5 +182,3 @@ def summary(runs, todo, out, jobs, why):
     return (f"qzoo suite: {len(runs)} runs in {out} ({agents} x {shown_games} x seeds {seeds}): "
             f"{len(runs) - len(todo)} complete, {kinds.count('resume')} to resume, "
             f"{kinds.count('new')} to start; {jobs} at a time ({why})")  # fmt: skip
-
-

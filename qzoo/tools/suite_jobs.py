@@ -95,5 +95,3 @@ def share_threads(todo, jobs):
             count = max(1, min(MOST_THREADS, cores // jobs))
             run.env = {"OMP_NUM_THREADS": str(count)}
         run.threads = count
-
-

@@ -10,6 +10,8 @@ from qzoo.errors import UserError, shown
 
 DONE = "DONE"  # written in a run folder when its `qzoo train` ended well (runs/lane.sh's too)
 ATARI100K = "atari100k"
+
+
 @dataclasses.dataclass(eq=False)  # a key of the running runs: by identity
 class Run:
     """One run of the suite: what it is, where, and the command that trains it."""

@@ -25,8 +25,15 @@ from qzoo.networks import draws
 from qzoo.networks.network import _input_dtype, make_network
 from qzoo.run.trainer import Trainer
 
-SMALL = {"env": "CartPole-v1", "iterations": "3", "train_frames": "400", "eval_frames": "100",
-         "replay_capacity": "1000", "min_replay_capacity_fraction": "0.1", **SMALL_HEADS}
+SMALL = {
+    "env": "CartPole-v1",
+    "iterations": "3",
+    "train_frames": "400",
+    "eval_frames": "100",
+    "replay_capacity": "1000",
+    "min_replay_capacity_fraction": "0.1",
+    **SMALL_HEADS,
+}
 
 
 def _trainers(agent, extra):

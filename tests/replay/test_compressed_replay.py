@@ -284,6 +284,8 @@ def test_the_next_batch_decoded_during_an_update_changes_nothing():
     compressed = trainer("lz4")
     threads = []
     sample = compressed.updates.sample_batch
-    compressed.updates.sample_batch = lambda: threads.append(threading.current_thread().name) or sample()
+    compressed.updates.sample_batch = lambda: (
+        threads.append(threading.current_thread().name) or sample()
+    )
     assert rows(compressed) == rows(trainer("none"))
     assert len(threads) > 100 and all(t.startswith("qzoo-sample") for t in threads)

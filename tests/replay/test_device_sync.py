@@ -7,7 +7,6 @@ On a CPU nothing waits, so the check is structural: while a trainer runs `learn_
 on `--replay-device cpu` (the tensor code a GPU runs), every Tensor method that would
 copy a value to the host raises."""
 
-
 import numpy as np
 import pytest
 import torch

@@ -2,7 +2,6 @@
 (learning/captured.py): what they do not take."""
 
 
-
 # Replay on a torch device (replay/device.py): what it does not take yet.
 def device_replay_relations(c):
     if c.replay_device == "host":
