@@ -335,7 +335,10 @@ def curves(agent, entries):
     """One panel per game: each run's train and eval returns against frames, the
     published mean (dotted) and 5-95% band of published runs (shaded)."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
+    # 400,000 frames in full overlap in a panel a third of a page wide: 400k
+    thousands = FuncFormatter(lambda x, _: f"{x / 1000:g}k" if x else "0")
     means, runs, _ = published(agent)
     games = sorted({e.game for e in entries})
     cols = math.ceil(math.sqrt(len(games)))
@@ -364,6 +367,8 @@ def curves(agent, entries):
             ax.axhline(means[game], color="black", linestyle=":", label="published mean")
         ax.set_title(game)
         ax.set_xlabel("training frames")
+        ax.set_xlim(left=0)  # every panel from the start, finished with an eval or not
+        ax.xaxis.set_major_formatter(thousands)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
     for ax in axes[len(games) :]:
