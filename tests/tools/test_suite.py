@@ -6,6 +6,7 @@ out by hand from fake run folders."""
 import csv
 import dataclasses
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -222,6 +223,36 @@ def test_parallel_runs_ctrl_c_and_resume(tmp_path):
         now = os.stat(os.path.join(folder[s], "results.csv"))
         assert (now.st_mtime_ns, now.st_size, now.st_ino) == (
             kept[s].st_mtime_ns, kept[s].st_size, kept[s].st_ino)  # fmt: skip
+
+
+def test_a_suite_started_as_a_scripts_background_job_still_stops_its_runs(tmp_path):
+    """`qzoo suite ... &` in a shell script starts it with SIGINT ignored. Were its
+    children to inherit that, their Python would install no Ctrl-C handler and the
+    suite's SIGINT (its way to stop a run) would do nothing; the suite sets its own
+    handler before it starts them, which exec resets to the default, so they stop."""
+    out = str(tmp_path / "suite")
+    folder = os.path.join(out, "dqn", "CartPole-v1-1")
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "qzoo", "suite", "--agents", "dqn", "--games",
+               "CartPole-v1", "--out", out, "--", *TINY, "--iterations", "200"]  # fmt: skip
+    # `trap '' INT` is what bash does for a background job of a script; exec keeps it.
+    proc = subprocess.Popen(["bash", "-c", f"trap '' INT; exec {shlex.join(command)}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while _rows(folder) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _rows(folder) is not None and proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        text = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:  # the run ignored the suite's SIGINT: a second signal
+            proc.send_signal(signal.SIGTERM)  # kills it
+            proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "stopped  dqn CartPole-v1-1" in text, text
+    with open(folder + ".log") as f:
+        assert f"qzoo: interrupted; resume with: qzoo resume {folder}\n" in f.read()
 
 
 # --- the report: statistics by hand ----------------------------------------------------
