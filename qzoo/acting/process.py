@@ -128,8 +128,9 @@ def _act_started(spec, num_frames, cores, conn):
         network = make_network(spec.config, spec.info, spec.observation_shape)
         network = network.to(spec.device).requires_grad_(False)
         policy = ProcessPolicy(network, spec.tau_samples, spec.deep_exploration, spec.weights)
-        while policy.seen == -1:
-            policy.seen = spec.weights.read_into(policy, -1)
+        while (seen := spec.weights.read_into(policy, -1)) == -1:
+            time.sleep(NAP)  # a copy in progress: not a busy spin beside the learner
+        policy.seen = seen
         stream = Stream.restored(spec.stream, spec.device)
         make = _actor_class(spec.config)
         return make(spec.config, spec.info, policy, stream, spec.train_epsilon), stream

@@ -8,7 +8,7 @@ import os
 
 from qzoo.errors import UserError, shown
 
-DONE = "DONE"  # written in a run folder when its `qzoo train` ended well (runs/lane.sh's too)
+DONE = "DONE"  # written in a run folder when its `qzoo train` ended well
 ATARI100K = "atari100k"
 
 
