@@ -24,7 +24,7 @@ import time
 import numpy as np
 import torch
 
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.run import threads as qzoo_threads
 from qzoo.run.trainer import Trainer
 

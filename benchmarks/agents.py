@@ -9,7 +9,7 @@ its agent steps per second as a ratio of dqn's measured in the same run.
 import argparse
 import json
 
-from qzoo.config import PRESETS
+from qzoo.configuration import PRESETS
 from qzoo.run.bench import bench_train
 
 

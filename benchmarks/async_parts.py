@@ -18,7 +18,7 @@ import sys
 import time
 
 from qzoo.acting import asynchronous, prefetch
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.run import threads as qzoo_threads
 from qzoo.run.trainer import Trainer
 

@@ -70,7 +70,7 @@ def child(method, transitions, folder):
     import numpy as np
     import torch
 
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
     from qzoo.replay import Row
     from qzoo.run import checkpoint
     from qzoo.run.trainer import Trainer

@@ -63,7 +63,7 @@ def timed(function):
 def bench_checkpoint(transitions, repeats, folder):
     import torch
 
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
     from qzoo.replay import Row
     from qzoo.run import checkpoint
     from qzoo.run.trainer import Trainer

@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from qzoo import envs
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.envs.atari_batches import make_batches
 
 

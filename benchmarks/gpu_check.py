@@ -126,7 +126,7 @@ def settings(args):
 
 
 def trainer_for(agent, num_envs, options, s):
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
     from qzoo.run.trainer import Trainer
 
     base = {

@@ -43,7 +43,7 @@ def frame_pool(source, rng):
     if source == "noise":
         return rng.integers(0, 256, (256, 84, 84), dtype=np.uint8)
     from qzoo import envs
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
 
     config = build_config("dqn", {"env": "pong", "num_envs": "8"})
     env = envs.make(config, 8, 0)
@@ -110,7 +110,7 @@ def _du(folder):
 
 
 def main_train(args, described):
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
     from qzoo.run.bench import measure_train
     from qzoo.run.trainer import Trainer
 

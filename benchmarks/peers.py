@@ -130,7 +130,7 @@ def qzoo_options(env, warmup, threads, mlp_hidden=120, variant=None):
 
 
 def run_qzoo(env, warmup, steps, threads, mlp_hidden=120, variant=None):
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
     from qzoo.run import threads as qzoo_threads
     from qzoo.run.trainer import Trainer
 

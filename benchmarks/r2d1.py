@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from qzoo.acting.recurrent_policy import RecurrentInfo
-from qzoo.config import make_config
+from qzoo.configuration import make_config
 from qzoo.envs import EnvInfo
 from qzoo.learning.learner import Learner
 from qzoo.replay.batch import Row

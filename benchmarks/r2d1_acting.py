@@ -20,7 +20,7 @@ import torch
 
 from qzoo import envs
 from qzoo.acting.recurrent_policy import RecurrentPolicy
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.networks.recurrent import RecurrentNetwork
 
 

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.envs.memory import STATELESS_CARTPOLE
 from qzoo.errors import UserError
 from qzoo.run.trainer import Trainer

@@ -38,7 +38,7 @@ def emit(name, value, unit, **configuration):
 
 def build(folder, shards):
     """The local Trainer (shards 0) or one over `shards` Ray shards."""
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
     from qzoo.run.trainer import Trainer
 
     options = {"env": "pong", "offline": os.path.join(folder, "q"), "progress": "false",

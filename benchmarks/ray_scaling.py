@@ -32,7 +32,7 @@ import ray
 import torch
 
 from qzoo import envs
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.distributed.cluster import machine_cpus
 from qzoo.distributed.workers import CHUNK_STEPS, to_numpy
 from qzoo.run.trainer import Trainer

@@ -24,7 +24,7 @@ import time
 
 from qzoo.acting.actor import EpisodeStats, UnbiasedEwma
 from qzoo.acting.policy import Policy
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.replay.frames import FrameStacker
 from qzoo.run import threads as qzoo_threads
 from qzoo.run.trainer import Trainer

@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.run import threads as qzoo_threads
 from qzoo.run.trainer import Trainer
 

@@ -98,3 +98,8 @@ class WorkerDied(Exception):
 class Diverged(Exception):
     """A loss or Q-value became NaN or infinite: the run stops, keeping the last good
     checkpoint. The CLI exits with code 3 (distinct from bad input's 2)."""
+
+
+class ConfigError(UserError, ValueError):
+    """A bad option value, or options that do not go together (`qzoo.config`); its
+    message is the line the command line prints for the same options."""

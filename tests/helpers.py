@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.replay import FrameStorage, Row
 from qzoo.replay.device import DeviceFrameStorage
 

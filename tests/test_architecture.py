@@ -9,7 +9,7 @@ import torch
 
 from qzoo.acting.actor import Actor
 from qzoo.acting.policy import Policy
-from qzoo.config import PRESETS, make_config
+from qzoo.configuration import PRESETS, make_config
 from qzoo.envs import EnvInfo
 from qzoo.learning.learner import Learner
 from qzoo.learning.objectives import OBJECTIVES, make_objective

@@ -24,9 +24,9 @@ needs_mkdocs = pytest.mark.skipif(
 
 def _config_class():
     try:  # where the schema lives after qzoo's modules moved into packages
-        from qzoo.config import Config
+        from qzoo.configuration import Config
     except ImportError:
-        from qzoo.config import Config
+        from qzoo.configuration import Config
     return Config
 
 

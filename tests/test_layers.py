@@ -11,15 +11,15 @@ import qzoo
 PACKAGE = os.path.dirname(qzoo.__file__)
 # Layer of each top-level part (higher may import lower, never the reverse).
 LAYERS = {
+    "__init__": 8,  # the public names (qzoo/__init__.py re-exports qzoo/api.py's)
     "__main__": 7,
-    "cli": 6, "tools": 6,  # the commands
+    "cli": 6, "tools": 6, "api": 6,  # the commands and the Python API beside them
     "run": 5,  # trainer, factory, run folder, checkpoints
     "acting": 4, "offline": 4, "distributed": 4,  # the drivers
     "replay": 3, "learning": 3, "envs": 3,
     "networks": 2,
-    "config": 1, "errors": 1, "streams": 1, "files": 1, "terminal": 1, "data": 1,
+    "configuration": 1, "errors": 1, "version": 1, "streams": 1, "files": 1, "terminal": 1, "data": 1,
     "signals": 1, "checksums": 1,
-    "__init__": 0,
 }  # fmt: skip
 
 

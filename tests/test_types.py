@@ -12,7 +12,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INTERFACES = ["qzoo/acting/driver.py", "qzoo/replay/interfaces.py", "qzoo/learning/learner.py",
               "qzoo/learning/objectives.py", "qzoo/acting/policy.py", "qzoo/acting/actor.py",
-              "qzoo/run/trainer.py", "qzoo/run/updates.py"]  # fmt: skip
+              "qzoo/run/trainer.py", "qzoo/run/updates.py", "qzoo/api.py", "qzoo/tools/agent.py",
+              "qzoo/run/callbacks.py", "qzoo/tools/agent_env.py"]  # fmt: skip
 
 pytest.importorskip("mypy", reason="mypy is in the dev extra: pip install -e '.[dev]'")
 

@@ -13,7 +13,7 @@ def _cell(text):
 
 
 def options_markdown():
-    from qzoo.config import Config
+    from qzoo.configuration import Config
 
     groups = {}
     defaults = Config(agent="dqn", env="pong")

@@ -11,7 +11,7 @@ own (a batch made before a target copy gets them recomputed, `Prefetcher.get`); 
 is sampled one update earlier, so prioritized sampling sees all but the latest update's
 priorities. Only for target networks that draw nothing at s_t (no noisy layers, not
 IQN's taus): the learner's random stream is not shared between threads
-(config/rules/acting.py refuses the rest). On a GPU both threads queue on the default
+(configuration/rules/acting.py refuses the rest). On a GPU both threads queue on the default
 stream, so the target pass does not overlap the update there."""
 
 import queue

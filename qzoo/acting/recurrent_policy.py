@@ -88,6 +88,14 @@ class RecurrentPolicy:
         self.agent_info = RecurrentInfo(state, both[n : 2 * n], both[2 * n : 3 * n])
         return both[:n].astype(np.int64), float(both[-1])
 
+    @torch.no_grad()
+    def q_values(self, observation):
+        """Q-values [N, A] of `observation` from the current states, which stay as
+        they are (the next call acts from them)."""
+        obs = torch.as_tensor(observation, device=self.device)
+        q, _ = self.network(obs, self._prev_action, self._prev_reward, self._state)
+        return q.float()
+
     def state_dict(self):
         return {"h": self._state[0], "c": self._state[1], "prev_action": self._prev_action,
                 "prev_reward": self._prev_reward}  # fmt: skip

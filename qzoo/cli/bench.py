@@ -2,10 +2,10 @@
 
 import dataclasses
 
-import qzoo.config as config_lib
+import qzoo.configuration as config_lib
 from qzoo.cli.parser import Parser, add_options, config_fields, defaults_for, parse, value_of
-from qzoo.config import build_config
-from qzoo.config import values as options_lib
+from qzoo.configuration import build_config
+from qzoo.configuration import values as options_lib
 from qzoo.errors import UserError, closest, flag, shown
 
 

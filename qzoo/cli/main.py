@@ -15,14 +15,14 @@ line on stderr, `qzoo: error: ...`, and exit code 2, before anything is written.
 import os
 import sys
 
-import qzoo
-import qzoo.config as config_lib
+import qzoo.configuration as config_lib
 from qzoo.cli import bench
 from qzoo.cli.parser import Exit, Parser, parse, train_parser
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.errors import Diverged, UserError, closest
 from qzoo.run import allocator
 from qzoo.signals import term_as_interrupt
+from qzoo.version import __version__
 
 COMMANDS = {
     "train": "train an agent, or resume its run folder",
@@ -66,8 +66,6 @@ def _available_tools():
 def train_command(argv, on_row=None):
     """`qzoo train AGENT [options]`: parse, check everything, then train (`on_row`: see
     run_folder.train; qzoo tune's trials report each row to the pruner)."""
-    from qzoo.run import threads
-
     first = argv[0] if argv and not argv[0].startswith("-") else None
     if first is not None:
         config_lib.check_agent(first)  # before --help shows its defaults
@@ -76,16 +74,9 @@ def train_command(argv, on_row=None):
     if agent is None:
         raise UserError(f"train needs an agent; expected one of {', '.join(config_lib.PRESETS)}")
     config = build_config(agent, options, strict=True)
-    if config.ray and config.address not in ("", "auto"):  # in seconds, before PyTorch loads
-        from qzoo.distributed import cluster
+    from qzoo.run import training
 
-        cluster.check_installed()
-        cluster.check_reachable(config.address)
-    from qzoo.run import run_folder, thread_record
-
-    run_dir, notes = config.run_dir or config_lib.default_run_dir(config), []
-    threads.apply(config, thread_record.saved_threads(run_dir), notes)  # a resume keeps its count
-    run_folder.train(config, notes=notes, on_row=on_row)
+    training.train(config, on_row=on_row)
 
 
 def agents():
@@ -148,7 +139,7 @@ def _run_command(argv):
                 "MinAtar and Gymnasium.",
                 epilog="qzoo COMMAND --help shows each command's options.",
             )
-            top.add_argument("--version", action="version", version=f"qzoo {qzoo.__version__}")
+            top.add_argument("--version", action="version", version=f"qzoo {__version__}")
             top.add_argument(
                 "command", nargs="?", metavar="COMMAND",
                 help="; ".join(f"{name}: {what}" for name, what in commands.items()),

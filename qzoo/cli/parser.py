@@ -8,9 +8,9 @@ import dataclasses
 import re
 import sys
 
-import qzoo.config as config_lib
-from qzoo.config import build_config
-from qzoo.config.values import Bool
+import qzoo.configuration as config_lib
+from qzoo.configuration import build_config
+from qzoo.configuration.values import Bool
 from qzoo.errors import UserError, closest, flag, shown
 
 

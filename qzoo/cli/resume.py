@@ -8,10 +8,10 @@ other option is refused, as it would make another run."""
 import json
 import os
 
-import qzoo.config as config_lib
+import qzoo.configuration as config_lib
 from qzoo.cli.parser import Parser, add_options, parse
-from qzoo.config import build_config
-from qzoo.config.values import Bool
+from qzoo.configuration import build_config
+from qzoo.configuration.values import Bool
 from qzoo.errors import UserError, flag
 from qzoo.run import checkpoint
 from qzoo.run import folder_files as folder
@@ -107,6 +107,12 @@ def resume_config(argv: list[str]) -> config_lib.Config:
     run_dir = options.pop("run", None)
     if run_dir is None:
         raise UserError("resume needs a run folder: qzoo resume RUN [--option value ...]")
+    return config_for(run_dir, options)
+
+
+def config_for(run_dir: str, options: dict) -> config_lib.Config:
+    """The Config that resumes the run in `run_dir` with `options` (names in OPTIONS,
+    values as text or typed): qzoo resume's and qzoo.resume's."""
     saved, where = saved_config(run_dir)
     values = {k: v for k, v in saved.items() if k != "agent"}
     try:
@@ -122,8 +128,6 @@ def resume_config(argv: list[str]) -> config_lib.Config:
 
 def resume_command(argv: list[str]) -> None:
     """`qzoo resume RUN [options]`: build the run's config, then train as `qzoo train`."""
-    from qzoo.run import run_folder, thread_record, threads
+    from qzoo.run import training
 
-    config, notes = resume_config(argv), []
-    threads.apply(config, thread_record.saved_threads(config.run_dir), notes)
-    run_folder.train(config, notes=notes)
+    training.train(resume_config(argv))

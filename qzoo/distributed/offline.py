@@ -3,7 +3,7 @@
 from a DQN Replay Dataset split across K replay shards (dataset_shards.py: disjoint
 parts, each shard memory-mapping only its own), and an evaluator (workers.EvalWorker)
 plays the evaluation frames. There are no training actors: `--actors` and
-`--envs-per-actor` keep their default, 1 (config/rules/ray.py refuses another value).
+`--envs-per-actor` keep their default, 1 (configuration/rules/ray.py refuses another value).
 
 `OfflineRayDriver` is the local offline driver (offline/driver.py) with its dataset
 replaced by `ShardedDataset`, so an iteration's updates, target copies, frame counts,

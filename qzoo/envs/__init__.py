@@ -13,7 +13,7 @@ Every vector environment here has the same contract, which the replay relies on:
 - `life_loss` (DQN Zoo protocol only) zeros the discount without ending the episode.
 """
 
-from qzoo.config.environments import MINATAR_GAMES, interpret, resolve
+from qzoo.configuration.environments import MINATAR_GAMES, interpret, resolve
 from qzoo.envs.make import describe, make
 from qzoo.envs.step import EnvInfo, EnvStep, first_step
 

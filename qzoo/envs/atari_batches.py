@@ -82,6 +82,6 @@ def make_batches(config, num_envs, seed, eval_mode=False):
     from qzoo import envs
 
     domain, game = envs.resolve(config.env)
-    if domain != "atari":  # config/rules/acting.py's batch_relations refuses this first
+    if domain != "atari":  # configuration/rules/acting.py's batch_relations refuses this first
         raise ValueError(f"{config.env}: only Atari has an asynchronous vector environment")
     return AtariBatches(game, num_envs, config.env_batch_size, config)

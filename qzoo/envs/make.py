@@ -1,14 +1,19 @@
 """The vector environment of a config: ale-py's for Atari, Gymnasium's for MinAtar and
-other ids (qzoo's own, e.g. qzoo/StatelessCartPole-v1, registered on import)."""
+other ids (qzoo's own, e.g. qzoo/StatelessCartPole-v1, registered on import), and the
+user's own (module:EnvId, module:function: configuration/user_envs.py)."""
 
 import gymnasium
 
-from qzoo.config.environments import resolve
+from qzoo.configuration import user_envs, user_modules
+from qzoo.configuration.environments import resolve
 from qzoo.envs import memory  # noqa: F401  registers qzoo/StatelessCartPole-v1
 
 
 def make(config, num_envs, seed, eval_mode=False):
     """Builds the vector environment for `config.env` (seeded, already reset-ready)."""
+    user_modules.import_modules(
+        config.gym_packages, "the run's gym_packages"
+    )  # in every process that builds one
     domain, name = resolve(config.env)
     if domain == "atari":
         from qzoo.envs.atari import AtariVector
@@ -21,6 +26,8 @@ def make(config, num_envs, seed, eval_mode=False):
         return GymVector(lambda: MinAtarEnv(game), num_envs, name, config)
     from qzoo.envs.gym import GymVector
 
+    if user_envs.is_user_env(name):
+        return GymVector(user_envs.maker(name), num_envs, name, config)
     return GymVector(lambda: gymnasium.make(name), num_envs, name, config)
 
 

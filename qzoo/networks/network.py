@@ -12,6 +12,8 @@ import math
 import torch
 from torch import nn
 
+from qzoo.configuration import user_modules
+from qzoo.configuration.torsos import registered as registered_torso
 from qzoo.networks.heads import CosineEmbedding, Head, NetworkOutputs
 from qzoo.networks.recurrent import make_recurrent_network
 from qzoo.networks.torsos import (
@@ -22,6 +24,7 @@ from qzoo.networks.torsos import (
     NatureTorso,
     legacy_init_,
     mlp_shape,
+    user_torso,
 )
 
 
@@ -146,10 +149,16 @@ def make_network(config, info, observation_shape):
         one = dataclasses.replace(config, num_heads=1, separate_networks=False)
         members = [make_network(one, info, observation_shape) for _ in range(config.num_heads)]
         return SeparateNetworks(members)
+    user_modules.import_modules(
+        config.gym_packages, "the run's gym_packages"
+    )  # they register user torsos
     torso = config.torso
     if torso == "auto":
         torso = {"atari": "nature_cnn", "minatar": "minatar_cnn"}.get(info.domain, "mlp")
-    if torso == "nature_cnn":
+    user = registered_torso(torso)
+    if user is not None:
+        body, hidden = user_torso(user, torso, observation_shape), user.head_hidden
+    elif torso == "nature_cnn":
         body, hidden = NatureTorso(observation_shape[0]), 512
     elif torso == "dopamine_cnn":
         body, hidden = DopamineTorso(*observation_shape), 512

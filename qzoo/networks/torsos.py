@@ -7,6 +7,8 @@ import math
 import torch
 from torch import nn
 
+from qzoo.errors import UserError
+
 
 def legacy_init_(module):
     """U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases (DQN Zoo's
@@ -149,3 +151,31 @@ def mlp_shape(config):
     if config.mlp_layers:
         return tuple(int(w) for w in config.mlp_layers.split(",")), 0
     return (config.mlp_hidden, config.mlp_hidden), config.mlp_hidden
+
+
+def user_torso(user, name, observation_shape):
+    """The module a registered torso's build makes for `observation_shape` ([stack, ...]),
+    with its `out_features` (read from the module, else measured by one forward pass of
+    zeros). UserError naming the torso when its build or its output is not usable."""
+    try:
+        body = user.build(tuple(observation_shape))
+    except Exception as e:  # noqa: BLE001  the user's code may raise anything: one line
+        raise UserError(f"--torso {name}: its build failed for observations of shape "
+                        f"{tuple(observation_shape)} ({type(e).__name__}: {e})") from None  # fmt: skip
+    if not isinstance(body, nn.Module):
+        raise UserError(f"--torso {name}: its build returned {type(body).__name__}; "
+                        "expected a torch.nn.Module")  # fmt: skip
+    features = getattr(body, "out_features", None)
+    if not isinstance(features, int):
+        try:
+            with torch.no_grad():
+                out = body(torch.zeros(2, *observation_shape))
+        except Exception as e:  # noqa: BLE001  as above
+            raise UserError(f"--torso {name}: a forward pass on observations of shape "
+                            f"{tuple(observation_shape)} failed ({type(e).__name__}: {e})") from None  # fmt: skip
+        if out.dim() != 2 or out.shape[0] != 2:
+            raise UserError(f"--torso {name}: it gives features of shape "
+                            f"{tuple(out.shape[1:])} per observation; expected one vector "
+                            "(flatten them)")  # fmt: skip
+        body.out_features = int(out.shape[1])
+    return body

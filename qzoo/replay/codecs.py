@@ -3,7 +3,7 @@ one compressor and decompressor each (not shared between threads: a zstandard
 decompressor shared by two threads corrupts data), and lz4 decoding straight into
 place."""
 
-from qzoo.config.rules.compression import require
+from qzoo.configuration.rules.compression import require
 
 
 class Codec:

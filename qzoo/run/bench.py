@@ -16,8 +16,8 @@ import time
 import numpy as np
 import torch
 
-from qzoo.config import PRESETS, Config, build_config, option
-from qzoo.config.values import Choice, Int, Real, Text
+from qzoo.configuration import PRESETS, Config, build_config, option
+from qzoo.configuration.values import Choice, Int, Real, Text
 from qzoo.errors import bad_value
 from qzoo.run.threads import usable_cores
 
@@ -192,7 +192,7 @@ def check_replay_bench(capacity, num_envs, n_steps, replay_compression="none", *
     """The replay must hold a stack of 4 and its n-step return per environment; the
     codec's package must be installed."""
     if replay_compression != "none":
-        from qzoo.config.rules.compression import require
+        from qzoo.configuration.rules.compression import require
 
         require(replay_compression)
     rows = -(-capacity // num_envs)

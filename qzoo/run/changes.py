@@ -6,14 +6,14 @@ import json
 import os
 import shlex
 
-import qzoo.config as config_lib
+import qzoo.configuration as config_lib
 from qzoo.errors import UserError
 
 # Options a resumed run may change without changing its results. (`accept_changes` is
 # a per-command option; it is not part of a run.)
 RESUMABLE = ("device", "threads", "progress", "tensorboard", "run_dir", "accept_changes",
              "snapshot_interval", "address", "pin_threads", "actor_process",
-             "track", "wandb_project", "wandb_entity")  # fmt: skip
+             "track", "wandb_project", "wandb_entity", "gym_packages")  # fmt: skip
 
 # Options a resume may change when the user says so with --accept-changes, and what it
 # does to the run: a resumed run then differs from one started with the new value.

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import torch
 
-import qzoo.config as config_lib
+import qzoo.configuration as config_lib
 from qzoo.errors import UserError
 
 QZOO_NAMES = ("config.json", "results.csv", "checkpoints", "tensorboard", "videos", ".lock",

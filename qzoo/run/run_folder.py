@@ -27,12 +27,13 @@ import sys
 
 import torch
 
-import qzoo.config as config_lib
+import qzoo.configuration as config_lib
 from qzoo import envs
 from qzoo.errors import Diverged, UserError, WorkerDied
 from qzoo.files import atomic_write
 from qzoo.run import checkpoint, logs, tracking
 from qzoo.run import folder_files as folder
+from qzoo.run.callbacks import Outcome, StopTraining
 from qzoo.run.changes import (
     ACCEPTABLE,
     RESUMABLE,
@@ -54,12 +55,16 @@ OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before for
 
 # {"threads": N, "device": "cpu" or "cuda"}: the count a start ran with, which an auto
 # resume keeps (threads.py). Not in config.json, whose `threads` is what the user asked.
-def train(config, accept_changes=None, notes=(), on_row=None):
+def train(config, accept_changes=None, notes=(), on_row=None, callbacks=None):
     """Trains `config` in its run folder (config.run_dir, or runs/<agent>-<env>-<seed>),
-    resuming it when it holds a checkpoint; see the module docstring. `notes` are
-    printed to stderr once the run has passed every check (threads.apply's).
-    `on_row(row)` is called after each iteration's row is saved (qzoo tune reports it
-    to its pruner; an exception it raises stops the run at that saved checkpoint).
+    resuming it when it holds a checkpoint; see the module docstring. Returns its
+    Outcome: the results rows, and why a callback stopped it (None: it ran to its
+    end). `notes` are printed to stderr once the run has passed every check
+    (threads.apply's). `on_row(row)` is called after each iteration's row is saved (qzoo
+    tune reports it to its pruner; an exception it raises stops the run at that saved
+    checkpoint); `callbacks` (run/callbacks.py's Callbacks) too, and every N frames.
+    A StopTraining from them ends the run as Ctrl-C does (raised again when no row was
+    saved yet).
 
     `accept_changes`: names of ACCEPTABLE options that may differ from the saved run
     (default: config.accept_changes when Config has that field). Raises UserError for
@@ -88,18 +93,24 @@ def train(config, accept_changes=None, notes=(), on_row=None):
     run = None
     try:
         with RunLock(os.path.join(run_dir, ".lock")):
-            run = _Run(config, run_dir, accept_changes, info, notes, on_row)
+            run = _Run(config, run_dir, accept_changes, info, notes, on_row, callbacks)
             try:
                 run.start()
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as e:
                 run.write_results_after_interrupt()
+                why = (
+                    f"stopped by a callback: {e}" if isinstance(e, StopTraining) else "interrupted"
+                )
                 if run.rows:
                     command = resume_command(run_dir)
-                    print(f"qzoo: interrupted; resume with: {command}", file=sys.stderr)
+                    print(f"qzoo: {why}; resume with: {command}", file=sys.stderr)
                 else:
-                    print("qzoo: interrupted before the first checkpoint; nothing was saved",
+                    print(f"qzoo: {why} before the first checkpoint; nothing was saved",
                           file=sys.stderr)  # fmt: skip
-                raise
+                if not (isinstance(e, StopTraining) and run.rows):
+                    raise
+                return Outcome(run.rows, str(e))  # a stop asked for is not an error
+            return Outcome(run.rows, None)
     except KeyboardInterrupt:
         if created and not (run and run.rows):  # this command's folder, no run in it yet
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -114,9 +125,9 @@ def train(config, accept_changes=None, notes=(), on_row=None):
 class _Run:
     """One start of `qzoo train` in a locked run folder."""
 
-    def __init__(self, config, run_dir, accept, info, notes=(), on_row=None):
+    def __init__(self, config, run_dir, accept, info, notes=(), on_row=None, callbacks=None):
         self.config, self.run_dir, self.accept, self.info = config, run_dir, accept, info
-        self.on_row = on_row
+        self.on_row, self.callbacks = on_row, callbacks
         self.notes = [f"qzoo: note: {note}" for note in notes]
         self.ckpt_path = os.path.join(run_dir, CHECKPOINT)
         self.config_path = os.path.join(run_dir, "config.json")
@@ -318,7 +329,12 @@ class _Run:
         config = self.config
         if self.rows:  # a kill between the last checkpoint and its network: write it now
             self.save_network(trainer, self.rows[-1]["iteration"], missing_only=True)
-        for row in run(trainer, logs.Progress(config, config.progress)):
+        progress = logs.Progress(config, config.progress)
+        if self.callbacks:
+            self.callbacks.start(self.run_dir, list(self.rows), trainer.frame_t)
+            if self.callbacks.frame_callbacks:
+                progress = self.callbacks.counting(progress, lambda: trainer.frame_t)
+        for row in run(trainer, progress):
             _check_finite(row)
             rows = [*self.rows, row]
             self.pending = rows, folder.inode(self.ckpt_path)
@@ -337,6 +353,8 @@ class _Run:
             print(logs.console_line(row), flush=True)
             if self.on_row:
                 self.on_row(row)
+            if self.callbacks:
+                self.callbacks.row(row)
 
     def save_network(self, trainer, iteration, missing_only=False):
         """Saves the online network of `iteration` on its own when --snapshot-interval

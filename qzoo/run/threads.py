@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 
-from qzoo.config.validate import resolved_torso, usable_cores
+from qzoo.configuration.validate import resolved_torso, usable_cores
 
 MOST = 4  # auto's largest count
 WINDOW = 0.25  # seconds between the two reads of /proc/stat

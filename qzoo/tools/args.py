@@ -1,14 +1,14 @@
 """The tools' command lines, parsed as `qzoo train`'s is: each tool names its options
 in a dataclass of `config.option` fields (group, help, domain), cli/parser.py's `Parser`
-reads them, and config/values.py's `parse` checks each value against its domain, so
+reads them, and configuration/values.py's `parse` checks each value against its domain, so
 that every mistake is one line, `qzoo: error: --name: bad value X; expected ...`, exit
 code 2."""
 
 import argparse
 import dataclasses
 
-from qzoo.config import values as options_lib
-from qzoo.config.values import Choice, Int, Real
+from qzoo.configuration import values as options_lib
+from qzoo.configuration.values import Choice, Int, Real
 from qzoo.errors import UserError
 
 SEED = Int(0, 2**32 - 1, "an integer in [0, 2^32)")

@@ -20,9 +20,9 @@ import math
 import numpy as np
 
 from qzoo import envs
-from qzoo.acting.policy import Policy
-from qzoo.config import option
-from qzoo.config.values import Int
+from qzoo.acting.policy import evaluation_policy
+from qzoo.configuration import option
+from qzoo.configuration.values import Int
 from qzoo.envs.scores import normalized_return
 from qzoo.errors import UserError
 from qzoo.replay.frames import FrameStacker
@@ -95,7 +95,7 @@ def evaluate(run, config, epsilon, seed, num_envs=1, episodes=None, frames=None)
     The loop is an Actor's (env, FrameStacker, Policy) written out, because the quotas
     need to know which environment finished an episode, which an Actor does not say."""
     stream = Streams(seed).evaluation  # evaluation's own stream, as in a run
-    policy = Policy(run.network, config.tau_samples_policy)
+    policy = evaluation_policy(run.network, config, num_envs)  # R2D1's: its states
     env = envs.make(config, num_envs, seed, eval_mode=True)
     quota = None
     if episodes is not None:
@@ -112,6 +112,7 @@ def evaluate(run, config, epsilon, seed, num_envs=1, episodes=None, frames=None)
         obs = stacker.push(step.frame, step.first)
         eps = np.full(num_envs, epsilon, np.float32)
         while True:
+            policy.observe(step.first, step.reward)
             actions, _ = policy(obs, eps, stream.torch)
             step = env.step(actions)
             obs = stacker.push(step.frame, step.first)

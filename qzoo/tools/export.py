@@ -20,7 +20,6 @@ import os
 import shutil
 import tempfile
 
-import qzoo
 from qzoo.errors import UserError
 from qzoo.files import atomic_write
 from qzoo.run import checkpoint, logs
@@ -28,6 +27,7 @@ from qzoo.run.folder_files import os_errors
 from qzoo.tools import args as args_lib
 from qzoo.tools import model_card, model_folder
 from qzoo.tools.runs import load_run
+from qzoo.version import __version__
 
 VIDEO = "replay.mp4"
 CURVES = "curves.png"
@@ -157,7 +157,7 @@ def write_folder(folder, run, video, name, repo_id=None):
     checkpoint.save(os.path.join(folder, model_folder.MODEL), weights)
     write_text(os.path.join(folder, model_folder.CONFIG), config.to_json() + "\n")
     logs.CsvLog(os.path.join(folder, model_folder.RESULTS)).write(run.rows)
-    manifest = model_folder.manifest(run.iteration, qzoo.__version__, config.agent,
+    manifest = model_folder.manifest(run.iteration, __version__, config.agent,
                                      config.env, config.seed)  # fmt: skip
     write_text(os.path.join(folder, model_folder.MANIFEST), json.dumps(manifest, indent=2) + "\n")
     written = [model_folder.MODEL, model_folder.CONFIG, model_folder.RESULTS,
@@ -167,7 +167,7 @@ def write_folder(folder, run, video, name, repo_id=None):
         record_video(folder)
         written.append(VIDEO)
     files = {f: FILES[f] for f in [*written, "README.md"]}
-    text = model_card.card(config, run.info, run.rows, run.iteration, files, qzoo.__version__,
+    text = model_card.card(config, run.info, run.rows, run.iteration, files, __version__,
                            repo_id.split("/")[-1] if repo_id else name, repo_id)  # fmt: skip
     write_text(os.path.join(folder, "README.md"), text)
     return [*written, "README.md"]

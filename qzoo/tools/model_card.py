@@ -8,8 +8,8 @@ import json
 import math
 import shlex
 
-import qzoo.config as config_lib
-from qzoo.config import environments
+import qzoo.configuration as config_lib
+from qzoo.configuration import environments
 from qzoo.envs.scores import normalized_return
 from qzoo.run.changes import RESUMABLE
 

@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from qzoo.config import option
-from qzoo.config.values import Int, Real
+from qzoo.configuration import option
+from qzoo.configuration.values import Int, Real
 from qzoo.run import threads
 from qzoo.tools import args as args_lib
 from qzoo.tools.runs import acting_config, load_run

@@ -30,10 +30,10 @@ import time
 
 import numpy as np
 
-import qzoo.config as config_lib
+import qzoo.configuration as config_lib
 from qzoo import envs
-from qzoo.config import option
-from qzoo.config.values import Choice, Int, Text
+from qzoo.configuration import option
+from qzoo.configuration.values import Choice, Int, Text
 from qzoo.errors import UserError, closest
 from qzoo.run import threads
 from qzoo.terminal import progress_bar

@@ -56,7 +56,7 @@ def huggingface_hub():
     try:
         import huggingface_hub
     except ImportError:
-        raise UserError("qzoo push needs huggingface_hub; pip install 'qzoo[hub]'") from None
+        raise UserError("the Hub needs huggingface_hub; pip install 'qzoo[hub]'") from None
     return huggingface_hub
 
 
@@ -82,3 +82,20 @@ def push(hub, run_dir, repo_id, iteration=None, video=False, private=False, mess
             ) from None
     url = getattr(info, "commit_url", None) or f"https://huggingface.co/{repo_id}"
     print(f"{repo_id}: {what} pushed; {url}")
+
+
+def download(repo_id, hub=None):
+    """The local folder of the model `repo_id` that `qzoo push` uploaded to the Hub
+    (huggingface_hub's cache: downloaded once), for qzoo.load; UserError, one line,
+    for a name that is not a repo id, a missing extra or a failed download."""
+    if not REPO_ID.fullmatch(repo_id):
+        raise UserError(f"{repo_id!r} is neither a folder nor a Hub repo id (owner/name)")
+    hub = hub or huggingface_hub()
+    from qzoo.tools import model_folder
+
+    files = [model_folder.MODEL, model_folder.MANIFEST, model_folder.CONFIG, model_folder.RESULTS]
+    try:
+        return hub.snapshot_download(repo_id, repo_type="model", allow_patterns=files)
+    except Exception as e:  # noqa: BLE001  (as push: the Hub client's HTTP errors vary)
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"cannot download {repo_id} from the Hub: {reason}") from None

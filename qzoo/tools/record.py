@@ -19,8 +19,8 @@ import tempfile
 
 import numpy as np
 
-from qzoo.config import option
-from qzoo.config.values import Bool, Int
+from qzoo.configuration import option
+from qzoo.configuration.values import Bool, Int
 from qzoo.errors import UserError
 from qzoo.run import threads, tracking
 from qzoo.terminal import progress_bar

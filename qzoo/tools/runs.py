@@ -11,7 +11,7 @@ from typing import NamedTuple
 import torch
 
 from qzoo import envs
-from qzoo.config import Config
+from qzoo.configuration import Config
 from qzoo.errors import UserError
 from qzoo.networks.network import make_network
 from qzoo.replay.frames import observation_shape

@@ -30,8 +30,8 @@ import os
 import shlex
 import sys
 
-from qzoo.config import option
-from qzoo.config.values import Bool, Int, Real, Text
+from qzoo.configuration import option
+from qzoo.configuration.values import Bool, Int, Real, Text
 from qzoo.errors import UserError, closest
 from qzoo.tools.suite_jobs import choose_jobs, share_threads
 from qzoo.tools.suite_runs import Run, expand_games, names, parse_seeds, state
@@ -120,7 +120,7 @@ def train_config(agent, game, seed, folder, extra):
     """The Config `qzoo train` would build from the run's command, checked as it checks
     it (UserError, one line, before any run starts)."""
     from qzoo.cli import parser as cli
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
 
     argv = [agent, "--env", game, "--seed", str(seed), "--run-dir", folder, *extra]
     options = cli.parse(cli.train_parser(agent, argv), argv)
@@ -131,7 +131,7 @@ def train_config(agent, game, seed, folder, extra):
 def plan(options, extra):
     """The suite's runs, in order (seed, then agent, then game: one seed of every game
     comes first), each with its checked config and command. UserError on bad input."""
-    import qzoo.config as config_lib
+    import qzoo.configuration as config_lib
     from qzoo import envs
 
     if options.agents is None:

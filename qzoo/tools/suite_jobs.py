@@ -15,7 +15,7 @@ def run_threads(config):
     OMP_NUM_THREADS where set, 1 where auto picks 1 (small networks, a GPU, pinned or
     forking runs), else auto's count, which the suite sets."""
     from qzoo import envs
-    from qzoo.config.validate import resolved_torso
+    from qzoo.configuration.validate import resolved_torso
     from qzoo.run import threads
 
     if config.threads:

@@ -26,8 +26,8 @@ import time
 
 import numpy as np
 
-from qzoo.config import option
-from qzoo.config.values import Int, Text
+from qzoo.configuration import option
+from qzoo.configuration.values import Int, Text
 from qzoo.errors import UserError
 from qzoo.tools import args as args_lib
 from qzoo.tools import stats

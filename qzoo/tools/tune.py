@@ -29,8 +29,8 @@ import sys
 import time
 import warnings
 
-from qzoo.config import option
-from qzoo.config.values import Choice, Int, Text
+from qzoo.configuration import option
+from qzoo.configuration.values import Choice, Int, Text
 from qzoo.errors import UserError
 from qzoo.tools import tune_trial
 from qzoo.tools.tune_space import SPEC_FORMS, parse_spaces, search_space
@@ -128,9 +128,9 @@ def main(argv):
 
 def make_plan(agent, options, spaces, extra, check_extra):
     """The study's plan and search space, every value checked (UserError, one line)."""
-    import qzoo.config as config_lib
+    import qzoo.configuration as config_lib
     from qzoo.cli import parser as cli
-    from qzoo.config.environments import resolve
+    from qzoo.configuration.environments import resolve
     from qzoo.tools.suite import train_config
 
     config_lib.check_agent(agent)

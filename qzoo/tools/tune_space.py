@@ -4,9 +4,9 @@ against the option's own domain before any trial starts."""
 
 import math
 
-from qzoo.config import FIELDS
-from qzoo.config.search_spaces import default_space
-from qzoo.config.values import Bool, Choice, Int, Real
+from qzoo.configuration import FIELDS
+from qzoo.configuration.search_spaces import default_space
+from qzoo.configuration.values import Bool, Choice, Int, Real
 from qzoo.errors import UserError, closest, flag, shown
 
 KINDS = ("loguniform", "uniform", "int", "logint", "choice")

@@ -20,7 +20,7 @@ from qzoo.acting.policy import Policy
 from qzoo.acting.ratio import RatioGate, UpdateSchedule, updates_per_frame
 from qzoo.acting.schedule import LinearSchedule
 from qzoo.cli.main import main
-from qzoo.config import make_config
+from qzoo.configuration import make_config
 from qzoo.envs import EnvStep, first_step
 from qzoo.learning.learner import Learner
 from qzoo.run import checkpoint

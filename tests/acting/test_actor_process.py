@@ -12,7 +12,7 @@ import torch
 
 from qzoo import envs
 from qzoo.acting import process, process_channels
-from qzoo.config import make_config
+from qzoo.configuration import make_config
 from qzoo.errors import WorkerDied
 from qzoo.networks.network import make_network
 from qzoo.replay.batch import Row

@@ -12,7 +12,7 @@ import torch
 from qzoo import envs
 from qzoo.acting import pinning
 from qzoo.acting.asynchronous import AsyncDriver, _LockedPolicy
-from qzoo.config import make_config
+from qzoo.configuration import make_config
 from qzoo.networks.network import make_network
 from qzoo.run import threads
 

@@ -14,7 +14,7 @@ from qzoo.acting.actor import Actor
 from qzoo.acting.batches import BatchActor, ColumnQueues
 from qzoo.acting.policy import Policy
 from qzoo.cli.main import main
-from qzoo.config import make_config
+from qzoo.configuration import make_config
 from qzoo.envs.atari import AtariVector
 from qzoo.envs.atari_batches import AtariBatches, make_batches
 from qzoo.replay.frames import FIRST, LAST, ZERO_DISCOUNT, FrameStorage

@@ -8,7 +8,7 @@ import numpy as np
 
 from qzoo.acting.actor import Actor
 from qzoo.acting.serial import run_phase
-from qzoo.config import make_config
+from qzoo.configuration import make_config
 from qzoo.envs import EnvStep, first_step
 from qzoo.envs.step import EnvInfo
 
@@ -98,7 +98,7 @@ def test_several_environments_finish_the_episodes_under_way():
 
 
 def test_batch_rl_presets_evaluate_as_dopamine_and_dqn_zoo_as_dqn_zoo():
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
 
     for agent in ("offline_dqn", "offline_c51", "offline_qrdqn", "ensemble", "rem"):
         assert build_config(agent, {"env": "pong"}).eval_finish_episodes, agent

@@ -12,7 +12,7 @@ from helpers import TINY
 
 from qzoo import envs
 from qzoo.acting.prefetch import Prefetcher
-from qzoo.config import make_config
+from qzoo.configuration import make_config
 from qzoo.learning.objectives import make_objective
 from qzoo.learning.precision import autocast
 from qzoo.networks.network import make_network

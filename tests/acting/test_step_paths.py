@@ -13,7 +13,7 @@ from qzoo.acting.actor import EpisodeStats
 from qzoo.acting.exploration import epsilon_greedy
 from qzoo.acting.policy import Policy
 from qzoo.acting.ratio import UpdateSchedule
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.envs import EnvStep
 from qzoo.networks.host_mlp import HostMlp
 from qzoo.networks.network import make_network

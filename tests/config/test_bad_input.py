@@ -11,7 +11,7 @@ import pytest
 import torch
 from helpers import REPO
 
-import qzoo.config as config_lib
+import qzoo.configuration as config_lib
 from qzoo.cli.main import main
 from qzoo.errors import flag, shown
 

@@ -5,7 +5,7 @@ build, and one step past it must not."""
 import pytest
 
 from qzoo.cli.main import main
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.errors import UserError
 
 # DQN on Pong: --min-replay-capacity-fraction 0.05 of --replay-capacity 1,000,000 is

@@ -7,7 +7,7 @@ from torch import nn
 
 from qzoo import envs
 from qzoo.cli.main import main
-from qzoo.config import make_config
+from qzoo.configuration import make_config
 from qzoo.networks.heads import NoisyLinear
 from qzoo.networks.host_mlp import HostMlp
 from qzoo.networks.network import make_network
@@ -60,7 +60,7 @@ def test_mlp_layers_with_other_heads(agent, options, expected):
 
 
 def test_widths_are_kept_in_one_spelling():
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
 
     config = build_config("dqn", {"env": "CartPole-v1", "mlp_layers": " 120, 084"})
     assert config.mlp_layers == "120,84"

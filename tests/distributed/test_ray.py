@@ -20,7 +20,7 @@ import pytest
 
 from qzoo import envs
 from qzoo.cli.main import main
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.distributed.cluster import Faults
 from qzoo.distributed.shards import ReplayShard
 from qzoo.replay.batch import Row

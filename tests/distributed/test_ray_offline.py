@@ -19,7 +19,7 @@ from test_ray import _one_error_line, _rows, kill_when_results, local_ray  # noq
 
 from qzoo import envs
 from qzoo.cli.main import main
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.distributed.dataset_shards import DatasetShard, data_rows, split
 from qzoo.offline.dataset import dataset_checkpoints, open_dataset
 from qzoo.offline.writer import LoggedReplayWriter

@@ -18,7 +18,7 @@ import torch
 
 from qzoo import envs
 from qzoo.cli.main import main
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.distributed import workers
 from qzoo.distributed.recurrent import SequenceActorWorker, SequenceShard
 from qzoo.distributed.workers import CHUNK_STEPS

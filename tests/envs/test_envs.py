@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from qzoo import envs
-from qzoo.config import Config, build_config, make_config
+from qzoo.configuration import Config, build_config, make_config
 from qzoo.errors import UserError
 
 

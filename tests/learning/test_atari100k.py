@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.learning.augmentation import augment, intensity_noise, random_shift, shift_images
 from qzoo.networks import draws
 from qzoo.networks.heads import Head

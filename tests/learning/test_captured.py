@@ -16,7 +16,7 @@ import torch
 from helpers import SMALL_HEADS, filled, no_host_sync, rows, window_slots
 
 from qzoo.cli.main import main
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.learning.captured import CapturedUpdate
 from qzoo.learning.learner import Learner
 from qzoo.replay import Replay

@@ -19,7 +19,7 @@ import torch
 from helpers import SMALL_HEADS
 
 from qzoo import envs
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.learning.precision import autocast
 from qzoo.networks import draws
 from qzoo.networks.network import _input_dtype, make_network

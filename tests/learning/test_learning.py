@@ -12,7 +12,7 @@ networks; batch_rl's offline presets have 200 heads on one torso).
 
 import pytest
 
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.run.trainer import Trainer, run
 
 SMALLER = {

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo.config import make_config
+from qzoo.configuration import make_config
 from qzoo.envs import EnvInfo
 from qzoo.learning import losses
 from qzoo.learning.objectives import (

@@ -8,7 +8,7 @@ import torch
 
 from qzoo.acting.exploration import epsilon_greedy
 from qzoo.acting.schedule import LinearSchedule
-from qzoo.config import make_config
+from qzoo.configuration import make_config
 from qzoo.envs import EnvInfo, scores
 from qzoo.networks.heads import Head, NoisyLinear, SharedBiasLinear
 from qzoo.networks.network import make_network
@@ -147,7 +147,7 @@ def test_score_table_has_57_games_and_normalizes():
 
 
 def test_presets_and_domain_layers():
-    from qzoo.config import make_config
+    from qzoo.configuration import make_config
 
     atari = make_config("double_q", "pong", "atari", {})
     # DQN Zoo's double_q defaults (dqn_zoo.md §1b).

@@ -11,7 +11,7 @@ import torch
 
 from qzoo.acting.recurrent_policy import RecurrentInfo, RecurrentPolicy
 from qzoo.cli.main import main
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.learning import losses
 from qzoo.networks.recurrent import RecurrentNetwork
 from qzoo.replay.batch import Row
@@ -221,7 +221,7 @@ def test_r2d1_long_explores_with_rlpyts_log_spaced_epsilons():
     """rlpyt's r2d1_long config: eps_final 0.1, eps_final_min 0.0005 over all its 192
     environments (B5); r2d1 keeps one final epsilon, 0.01."""
     from qzoo.acting.exploration import final_epsilons
-    from qzoo.config import make_config
+    from qzoo.configuration import make_config
 
     long = make_config("r2d1_long", "pong", "atari", {})
     finals = final_epsilons(long)

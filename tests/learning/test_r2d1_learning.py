@@ -12,7 +12,7 @@ frames each, gym-domain presets, one PyTorch thread); measured 16.4 s (DQN) + 14
 import pytest
 import torch
 
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.envs.memory import STATELESS_CARTPOLE
 from qzoo.run.trainer import Trainer, run
 

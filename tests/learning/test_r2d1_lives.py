@@ -9,7 +9,7 @@ import torch
 
 from qzoo.acting.actor import Actor
 from qzoo.acting.recurrent_policy import RecurrentInfo
-from qzoo.config import build_config, make_config
+from qzoo.configuration import build_config, make_config
 from qzoo.envs import EnvStep, first_step
 from qzoo.envs.step import EnvInfo
 from qzoo.learning import losses

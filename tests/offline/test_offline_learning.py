@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.offline.dataset import to_dopamine, to_qzoo
 from qzoo.run.trainer import Trainer, run
 

@@ -3,7 +3,7 @@ dataset without acting."""
 
 import numpy as np
 
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.offline import dopamine
 from qzoo.offline.storage import CheckpointPerBatchSampler
 from qzoo.offline.writer import LoggedReplayWriter, RowLogger

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from qzoo.cli.main import main
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.errors import UserError
 from qzoo.offline import dopamine
 from qzoo.offline.dataset import qzoo_layout

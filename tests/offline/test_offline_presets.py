@@ -3,7 +3,7 @@ qzoo's units: frames, 4 per agent step."""
 
 import pytest
 
-from qzoo.config import PRESETS, make_config, preset_values
+from qzoo.configuration import PRESETS, make_config, preset_values
 
 BATCH_RL = ("offline_dqn", "offline_c51", "offline_qrdqn", "ensemble", "rem")
 

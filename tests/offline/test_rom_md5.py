@@ -60,7 +60,7 @@ def test_an_offline_evaluation_on_another_rom_gets_one_warning_line():
 def test_the_offline_driver_prints_the_warning_once(capsys):
     import types
 
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
     from qzoo.offline.driver import OfflineDriver
 
     for game, lines in (("ms_pacman", 1), ("pong", 0)):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from qzoo.cli.main import main
-from qzoo.config.rules.compression import require
+from qzoo.configuration.rules.compression import require
 from qzoo.errors import UserError
 from qzoo.replay import Row
 from qzoo.replay.codecs import Codec
@@ -135,7 +135,7 @@ def test_checkpoint_round_trip_then_the_same_samples(play, codec, tmp_path):
 def test_a_compressed_run_trains_exactly_as_an_uncompressed_one_and_resumes(tmp_path):
     """Same seed, same samples: the learning is the same to the bit. The compressed
     run is saved after iteration 1 and resumed in a new trainer for iteration 2."""
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
     from qzoo.run.trainer import WALL_CLOCK_COLUMNS, Trainer
 
     def config(compression):
@@ -197,7 +197,7 @@ def test_a_missing_codec_package_names_the_pip_install(codec, package, tmp_path,
 
 def test_offline_and_recurrent_runs_refuse_compression(tmp_path):
     """Their replays (a dataset, R2D1's sequences) are not the frame replay."""
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
 
     for agent, options in (("dqn", {"offline": str(tmp_path)}), ("r2d1", {})):
         with pytest.raises(UserError, match="--replay-compression: bad value lz4; expected none"):
@@ -267,7 +267,7 @@ def test_the_next_batch_decoded_during_an_update_changes_nothing():
     the rows are those of an uncompressed run, to the bit."""
     import threading
 
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
     from qzoo.run.trainer import WALL_CLOCK_COLUMNS, Trainer
 
     def trainer(compression):

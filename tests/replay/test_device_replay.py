@@ -10,7 +10,7 @@ import torch
 from helpers import GAMMA, cartpole_config, filled, pair, random_rows, rows, window_slots
 
 from qzoo.cli.main import main
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.replay import FrameStorage, PrioritizedSampler, Replay, Row, UniformSampler
 from qzoo.replay.device import DeviceFrameStorage, DevicePrioritizedSampler, DeviceUniformSampler
 from qzoo.run import checkpoint

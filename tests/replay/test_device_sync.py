@@ -12,7 +12,7 @@ import pytest
 import torch
 from helpers import filled, no_host_sync, random_rows, window_slots
 
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.replay.device import DeviceFrameStorage
 from qzoo.replay.device_samplers import ROUNDS, DevicePrioritizedSampler, DeviceUniformSampler
 from qzoo.run.trainer import Trainer

@@ -11,7 +11,7 @@ from helpers import TINY_ARGS
 
 from qzoo import envs
 from qzoo.cli.main import main
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.run import checks
 from qzoo.run.trainer import Trainer
 

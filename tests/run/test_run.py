@@ -137,7 +137,7 @@ def test_ctrl_c_or_sigterm_then_qzoo_resume_gives_the_same_results(signum, refer
 def test_state_round_trip_continues_identically(agent, extra, tmp_path):
     """Noise samples, taus, mixtures, priorities and beta all resume exactly from a
     checkpoint."""
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
     from qzoo.run import checkpoint
     from qzoo.run.trainer import Trainer
 

@@ -516,7 +516,7 @@ def test_divergence_stops_with_exit_3_and_keeps_the_last_good_checkpoint(
 def test_an_option_newer_than_the_run_is_compared_with_what_the_run_ran_with(tmp_path):
     """A run saved by a qzoo without --mlp-layers ran with its default (none): resuming
     it with --mlp-layers is refused as a change, resuming it as it was is not."""
-    import qzoo.config as config_lib
+    import qzoo.configuration as config_lib
     from qzoo.run.changes import differences
 
     current = dataclasses.asdict(config_lib.build_config("dqn", {"env": "CartPole-v1"}))

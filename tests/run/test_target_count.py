@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.run.updates import Updates
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from qzoo.cli.main import main
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.run import run_folder, thread_record, threads
 
 # /proc/stat before and after a window: cpu0 busy all along (user + system), cpu1 idle

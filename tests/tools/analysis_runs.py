@@ -8,7 +8,7 @@ import sys
 
 from helpers import REPO
 
-from qzoo.config import Config
+from qzoo.configuration import Config
 
 ROOT = str(REPO)
 TINY = ["--iterations", "2", "--train-frames", "300", "--eval-frames", "200",

@@ -15,7 +15,7 @@ import yaml
 from safetensors.torch import load_file
 
 from qzoo.cli.main import main
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.envs import EnvInfo
 from qzoo.run.changes import RESUMABLE
 from qzoo.tools import model_card

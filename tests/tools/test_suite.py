@@ -18,7 +18,7 @@ from helpers import REPO
 
 from qzoo import data
 from qzoo.cli.main import main
-from qzoo.config import build_config
+from qzoo.configuration import build_config
 from qzoo.envs.scores import ATARI_SCORES
 from qzoo.tools import stats
 from qzoo.tools import suite_report as report

@@ -163,7 +163,7 @@ def test_atari_screen_sees_what_the_vector_env_gives_the_agent(game):
     import numpy as np
     from ale_py.vector_env import AtariVectorEnv
 
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
     from qzoo.tools.screen import AtariGame
 
     config = build_config("dqn", {"env": game})

@@ -12,7 +12,7 @@ from analysis_runs import train
 from torch import nn
 
 from qzoo.cli.main import main
-from qzoo.config import Config
+from qzoo.configuration import Config
 from qzoo.envs import EnvInfo
 from qzoo.networks.heads import NetworkOutputs
 from qzoo.networks.network import make_network

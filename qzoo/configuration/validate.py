@@ -1,11 +1,13 @@
 """A config checked whole before a run starts: every value against its domain, then
-the relations between options (the core ones here, each feature's in config/rules/),
+the relations between options (the core ones here, each feature's in configuration/rules/),
 and, for the options a user typed, whether they act at all."""
 
 import dataclasses
 import os
 
-from qzoo.config import rules as features
+from qzoo.configuration import rules as features
+from qzoo.configuration import user_envs
+from qzoo.configuration.torsos import registered as registered_torso
 from qzoo.errors import UserError, bad_value, flag, shown
 
 
@@ -74,8 +76,9 @@ def _relations(config, domain):
         # there would only multiply the frame counter.
         (("action_repeats",), domain == "atari" or c.action_repeats == 1,
          f"1 for {domain} environments (only Atari repeats actions)"),
-        (("torso",), c.torso in ("auto",) + torsos,
-         f"auto or {' or '.join(torsos)} for {domain} observations"),
+        (("torso",), c.torso in ("auto",) + torsos or registered_torso(c.torso) is not None,
+         (f"auto or {' or '.join(torsos)} for {domain} observations, or a torso registered "
+          "with qzoo.register_torso")),
         # Learning starts once the replay holds its minimum fill; a run that ends first
         # would act for hours and never update.
         (("iterations", "train_frames", "min_replay_capacity_fraction", "replay_capacity"),
@@ -107,7 +110,7 @@ def _relations(config, domain):
          c.noisy or c.exploration_epsilon_begin_value > 0 or c.exploration_epsilon_end_value > 0,
          ("some exploration: --noisy, or a positive --exploration-epsilon-begin-value or "
           "--exploration-epsilon-end-value")),
-    ] + features.offline_relations(c) + features.ray_relations(c)  # fmt: skip
+    ] + features.offline_relations(c) + features.ray_relations(c) + user_envs.relations(c)  # fmt: skip
 
 
 # Options that act only together with others, and would otherwise be silently dropped:
@@ -153,7 +156,7 @@ _ACTS_ONLY_WITH = {
                            ("the frame replay, not --offline's dataset or --recurrent's "
                             "sequences")),
 }  # fmt: skip
-_ACTS_ONLY_WITH.update(features.ACTS_ONLY_WITH)  # the features' (config/rules/)
+_ACTS_ONLY_WITH.update(features.ACTS_ONLY_WITH)  # the features' (configuration/rules/)
 
 
 def _check_acts(config, domain, given):
@@ -223,7 +226,7 @@ def validate(config, domain, given=None):
         if not torch.cuda.is_available():
             raise bad_value("replay_device", "cuda", "host or cpu: PyTorch finds no CUDA GPU here")
     if config.replay_compression != "none":
-        from qzoo.config.rules.compression import require
+        from qzoo.configuration.rules.compression import require
 
         require(config.replay_compression)  # the codec's package, before any work
     if "threads" in given:  # typed here, for this machine (a saved run may have had more)

@@ -6,7 +6,8 @@ and a run's config is built in layers over these defaults (build.py)."""
 import dataclasses
 import json
 
-from qzoo.config.values import Bool, Choice, Int, Real, Text, Widths
+from qzoo.configuration.torsos import TorsoChoice
+from qzoo.configuration.values import Bool, Choice, Int, Real, Text, Widths
 
 GROUPS = ("env", "network", "loss", "replay", "optimizer", "schedule", "run")
 
@@ -28,12 +29,21 @@ SIZE = Int(1, 10_000)  # atoms, quantiles, tau samples, hidden units
 
 @dataclasses.dataclass
 class Config:
+    """A run's options, one field per command-line option (`learning_rate` is
+    `--learning-rate`): build it with qzoo.config, which layers a preset, the
+    environment's domain and your options, and checks them."""
+
     # fmt: off
     agent: str = option("dqn", "run", "the preset (qzoo agents lists them)", Text())
     # Environment and preprocessing.
     env: str = option("pong", "env", "Atari game (pong, ALE/Pong-v5, PongNoFrameskip-v4), "
-                      "minatar/<game> or a Gymnasium id",
-                      Text(describe="an Atari game (pong), minatar/<game> or a Gymnasium id"))
+                      "minatar/<game>, a Gymnasium id, or your own as module:EnvId or "
+                      "module:function", Text(describe="an Atari game (pong), minatar/<game>, "
+                      "a Gymnasium id or module:EnvId"))
+    gym_packages: str = option("", "env", "modules to import first, comma-separated: they "
+                               "register your Gymnasium environments or qzoo torsos "
+                               "(rl-baselines3-zoo's --gym-packages)",
+                               Text(empty_ok=True, describe="module names, comma-separated"))
     protocol: str = option("dqn_zoo", "env", "Atari protocol; machado: sticky actions 0.25, "
                            "no life-loss signal", Choice("dqn_zoo", "machado"))
     num_envs: int = option(1, "env", "environments stepped together (1: DQN Zoo's single "
@@ -53,8 +63,8 @@ class Config:
                                          "that bootstraps (0: none)", Int(0, 10**9))
     # Network.
     torso: str = option("auto", "network", "auto: nature_cnn on Atari, minatar_cnn on "
-                        "MinAtar, mlp elsewhere; dopamine_cnn: 'same' padding",
-                        Choice("auto", "nature_cnn", "dopamine_cnn", "minatar_cnn", "mlp"))
+                        "MinAtar, mlp elsewhere; dopamine_cnn: 'same' padding; or the name "
+                        "of a torso registered with qzoo.register_torso", TorsoChoice())
     init: str = option("dqn_zoo", "network", "weights: dqn_zoo U(+-1/sqrt(fan_in)), or "
                        "Dopamine's glorot or variance_scaling (zero biases)",
                        Choice("dqn_zoo", "glorot", "variance_scaling"))

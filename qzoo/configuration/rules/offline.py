@@ -13,7 +13,7 @@ def offline_relations(c):
     return [
         (("offline", "log_replay"), not (c.offline and c.log_replay),
          "no --log-replay with --offline: an offline run has no experience of its own"),
-        # (R2D1, prioritized too, refuses --offline itself: config/rules/r2d1.py.)
+        # (R2D1, prioritized too, refuses --offline itself: configuration/rules/r2d1.py.)
         (("prioritized", "offline"), not (c.offline and c.prioritized) or c.recurrent,
          "--prioritized false with --offline (a dataset is sampled uniformly: Dopamine's rules)"),
     ]  # fmt: skip

@@ -3,7 +3,7 @@ and the options that act only with it."""
 
 from qzoo.errors import bad_value, flag
 
-# Options that act only with others (config/validate.py joins them).
+# Options that act only with others (configuration/validate.py joins them).
 ACTS_ONLY_WITH = {
     "episodic_lives": (False, ("protocol", "recurrent", "env"),
                        lambda c, d: c.recurrent and d == "atari" and c.protocol == "dqn_zoo",
@@ -55,7 +55,7 @@ def check_preset_recurrence(config, given):
     counts sequences of --sequence-steps steps, and its value rescaling stands in for
     reward clipping (--max-abs-reward 1e9), so a feed-forward learner with its values
     would update about 80 times less often than DQN, on unclipped rewards."""
-    from qzoo.config.presets import PRESETS
+    from qzoo.configuration.presets import PRESETS
 
     preset = PRESETS[config.agent]["overrides"]
     if "recurrent" in given and not config.recurrent and preset.get("recurrent"):

@@ -4,10 +4,10 @@ discrete actions and a Box observation; each mapped to its domain (atari, minata
 gym) and a canonical name, the first layer of a run's config (build.py)."""
 
 import re
-import warnings
 
 import gymnasium
 
+from qzoo.configuration import user_envs
 from qzoo.errors import UserError, closest, shown
 
 # qzoo's own environments (qzoo/envs/memory.py registers them with Gymnasium).
@@ -40,8 +40,9 @@ _PREPROCESSING = (
     "qzoo's own preprocessing (max-pool, 84x84 grayscale, --action-repeats and --frame-stack, "
     "4 by default)"
 )
-_ACCEPTED = "an Atari game (pong, PongNoFrameskip-v4, ALE/Pong-v5), minatar/<game> or a "
-_ACCEPTED += "Gymnasium id with discrete actions and a Box observation"
+_ACCEPTED = "an Atari game (pong, PongNoFrameskip-v4, ALE/Pong-v5), minatar/<game>, a "
+_ACCEPTED += "Gymnasium id with discrete actions and a Box observation, or your own as "
+_ACCEPTED += "module:EnvId"
 
 
 def _env_error(name, expected, hint=None):
@@ -53,26 +54,7 @@ def _env_error(name, expected, hint=None):
 
 def _gym_problem(name):
     """Why Gymnasium id `name` cannot be trained on, or None if it can."""
-    try:
-        with warnings.catch_warnings():  # deprecated versions warn; the message is one line
-            warnings.simplefilter("ignore")
-            env = gymnasium.make(name)
-    # Missing packages (Box2D, MuJoCo, ...: gymnasium's DependencyNotInstalled is an
-    # ImportError) and broken registrations.
-    except (gymnasium.error.Error, ImportError, OSError, TypeError, ValueError) as e:
-        return f"an environment that can be made ({type(e).__name__}: {e})".split("\n")[0]
-    try:
-        problems = []
-        if not isinstance(env.action_space, gymnasium.spaces.Discrete):
-            problems.append(f"discrete actions, not {env.action_space}")
-        observation = env.observation_space
-        if not isinstance(observation, gymnasium.spaces.Box):
-            what = ", one integer per state" if isinstance(
-                observation, gymnasium.spaces.Discrete) else ""  # fmt: skip
-            problems.append(f"a Box observation (an array), not {observation}{what}")
-    finally:
-        env.close()
-    return " and ".join(problems) or None
+    return user_envs.problem(lambda: gymnasium.make(name, disable_env_checker=True))
 
 
 def _registered_version(name):
@@ -113,12 +95,18 @@ def interpret(name):
 
     Atari games by any spelling (pong, Pong, SpaceInvaders), Gymnasium's Atari ids
     (PongNoFrameskip-v4, Pong-v4, ALE/Pong-v5; sticky-action ids v0 and v5 imply
-    --protocol machado), minatar/<game> and MinAtar's ids, and any Gymnasium id with
-    discrete actions and a Box observation. `note` (or None) says how a Gymnasium
-    Atari id maps onto qzoo's protocol. Raises UserError naming a name that works.
+    --protocol machado), minatar/<game> and MinAtar's ids, any Gymnasium id with
+    discrete actions and a Box observation, and the user's own (user_envs.py:
+    module:EnvId, module:factory). `note` (or None) says how a Gymnasium Atari id maps
+    onto qzoo's protocol. Raises UserError naming a name that works.
     """
     if not name.strip():
         raise _env_error(name, _ACCEPTED)
+    if user_envs.is_user_env(name):
+        problem = user_envs.problem(user_envs.maker(name, checking=True))
+        if problem is not None:
+            raise _env_error(name, problem)
+        return "gym", name, {}, None
     lowered = name.lower()
     for prefix in ("minatar/", "minatar-"):
         if lowered.startswith(prefix):
@@ -171,6 +159,8 @@ def interpret(name):
 def resolve(name):
     """Maps an env name to (domain, canonical name); UserError if unknown. Names in a
     saved config are already canonical (see `interpret` for what users may type)."""
+    if user_envs.is_user_env(name):
+        return "gym", name  # checked when the config was built; imported when made
     if (name in QZOO_IDS or name in gymnasium.registry) and _ATARI_ID.match(name) is None:
         return "gym", name  # checked when the config was built
     return interpret(name)[:2]

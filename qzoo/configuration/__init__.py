@@ -3,11 +3,11 @@ paper, presets.py), the other domains' defaults (domains.py), the value domains
 (values.py), the checks (validate.py and one rules module per feature, rules/), and how
 a run's config is built from them (build.py).
 
-    from qzoo.config import build_config
+    from qzoo.configuration import build_config
     config = build_config("rainbow", {"env": "pong", "num_envs": "8"})
 """
 
-from qzoo.config.build import (
+from qzoo.configuration.build import (
     build_config,
     check_agent,
     default_run_dir,
@@ -16,9 +16,9 @@ from qzoo.config.build import (
     make_config,
     preset_values,
 )
-from qzoo.config.domains import DOMAIN_DEFAULTS
-from qzoo.config.presets import PRESETS
-from qzoo.config.schema import FIELDS, GROUPS, Config, option
+from qzoo.configuration.domains import DOMAIN_DEFAULTS
+from qzoo.configuration.presets import PRESETS
+from qzoo.configuration.schema import FIELDS, GROUPS, Config, option
 
 __all__ = [
     "DOMAIN_DEFAULTS", "FIELDS", "GROUPS", "PRESETS", "Config", "build_config", "check_agent",

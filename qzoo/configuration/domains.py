@@ -1,6 +1,6 @@
 """Defaults for environments that are not Atari: DQN Zoo's numbers are for 200M
 Atari frames, and on CartPole or MinAtar they would never start learning; these give
-the domain's scale (config/build.py's third layer). Atari runs use Config() as is."""
+the domain's scale (configuration/build.py's third layer). Atari runs use Config() as is."""
 
 DOMAIN_DEFAULTS = {
     # Young & Tian 2019 (MinAtar): 5M frames, replay 100k, learning every frame,

@@ -14,12 +14,12 @@ import dataclasses
 import os
 import sys
 
-from qzoo.config import environments
-from qzoo.config import validate as validate_lib
-from qzoo.config import values as values_lib
-from qzoo.config.domains import DOMAIN_DEFAULTS
-from qzoo.config.presets import PRESETS
-from qzoo.config.schema import FIELDS, Config
+from qzoo.configuration import environments, user_modules
+from qzoo.configuration import validate as validate_lib
+from qzoo.configuration import values as values_lib
+from qzoo.configuration.domains import DOMAIN_DEFAULTS
+from qzoo.configuration.presets import PRESETS
+from qzoo.configuration.schema import FIELDS, Config
 from qzoo.errors import UserError, closest, flag
 
 
@@ -52,6 +52,9 @@ def build_config(agent, options, strict=False):
             raise UserError(
                 f"unknown option {flag(name)}" + (f"; did you mean {hint[0]}?" if hint else "")
             )
+    # The user's modules first: they register the environment and torso named below.
+    packages = values_lib.parse(FIELDS["gym_packages"], options.get("gym_packages", ""))
+    user_modules.import_modules(packages)
     env = values_lib.parse(FIELDS["env"], options.pop("env", Config.env))
     domain, env, implied, note = environments.interpret(env)
     parsed = {name: values_lib.parse(FIELDS[name], value) for name, value in options.items()}

@@ -41,7 +41,7 @@ PRESET_SPACES = {
     "drq_eps": {"n_steps": "int:1:20"},
 }  # fmt: skip
 
-# Values in frames, per environment domain (config/domains.py's scale).
+# Values in frames, per environment domain (configuration/domains.py's scale).
 DOMAIN_SPACES = {
     "atari": {"target_network_update_period": "choice:8000,16000,32000,40000,80000"},
     "minatar": {"target_network_update_period": "choice:250,500,1000,2000,4000"},

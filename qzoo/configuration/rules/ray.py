@@ -5,7 +5,7 @@ checked on connecting (distributed/cluster.py)."""
 
 from qzoo.errors import shown
 
-ACTS_ONLY_WITH = {}  # options that act only with others (config/validate.py joins them)
+ACTS_ONLY_WITH = {}  # options that act only with others (configuration/validate.py joins them)
 
 
 # Options that only act with --ray.
