@@ -20,7 +20,8 @@ import time
 import torch
 
 from qzoo.replay import Replay
-from qzoo.replay.device import DeviceFrameStorage, DeviceUniformSampler
+from qzoo.replay.device import DeviceFrameStorage
+from qzoo.replay.device_samplers import DeviceUniformSampler
 from qzoo.run import allocator
 from qzoo.run.bench import _machine, bench_storage, emit, fill, play_rows
 

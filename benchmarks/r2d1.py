@@ -22,10 +22,10 @@ import torch
 from qzoo.acting.recurrent_policy import RecurrentInfo
 from qzoo.configuration import make_config
 from qzoo.envs import EnvInfo
-from qzoo.learning.learner import Learner
+from qzoo.learning.from_config import make_learner
 from qzoo.replay.batch import Row
+from qzoo.replay.factory import make_sequence_replay
 from qzoo.replay.frames import bytes_per_transition, observation_shape
-from qzoo.replay.sequences import make_sequence_replay
 
 
 def emit(name, value, unit, **context):
@@ -86,7 +86,7 @@ def main():
     emit(
         "r2d1_sample_per_second", batches / (time.perf_counter() - started), "batches/s", **context
     )
-    learner = Learner(config, info, observation_shape((84, 84), 4), args.device,
+    learner = make_learner(config, info, observation_shape((84, 84), 4), args.device,
                       torch.Generator(args.device).manual_seed(0))  # fmt: skip
     learner.learn(replay.sample(args.batch_size))  # warm-up (allocations, cuDNN)
     if args.device.startswith("cuda"):

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from qzoo.acting.actor import Actor
+from qzoo.acting.from_config import acting_of, in_process
 from qzoo.acting.policy import Policy
 from qzoo.configuration import PRESETS, make_config
 from qzoo.envs import EnvInfo
-from qzoo.learning.learner import Learner
-from qzoo.learning.objectives import OBJECTIVES, make_objective
+from qzoo.learning.from_config import OBJECTIVES, make_learner, make_objective
 from qzoo.replay import Batch
 from qzoo.run.trainer import Trainer
 from qzoo.streams import Streams
@@ -62,7 +62,7 @@ def batch_by_hand(size=8):
                                    "offline_dqn", "offline_qrdqn", "ensemble", "rem"])  # fmt: skip
 def test_learner_learns_from_a_batch_without_any_environment(agent):
     config = make_config(agent, "CartPole-v1", "gym", {"num_quantiles": 8, "cql_alpha": 0.1})
-    learner = Learner(config, CARTPOLE, (4,), "cpu", torch.Generator().manual_seed(0))
+    learner = make_learner(config, CARTPOLE, (4,), "cpu", torch.Generator().manual_seed(0))
     before = {k: v.clone() for k, v in learner.online.state_dict().items()}
     batch = batch_by_hand()
     assert learner.learn(batch) is None  # no importance weights: no priorities
@@ -111,7 +111,7 @@ def test_objectives_are_chosen_by_the_preset_and_unknown_ones_refused():
 
 def test_double_q_selects_with_the_online_network_and_values_with_the_target():
     config = make_config("dqn", "CartPole-v1", "gym", {})
-    learner = Learner(config, CARTPOLE, (4,), "cpu", torch.Generator().manual_seed(0))
+    learner = make_learner(config, CARTPOLE, (4,), "cpu", torch.Generator().manual_seed(0))
     batch = batch_by_hand().to("cpu")
     torch.manual_seed(0)
     with torch.no_grad():
@@ -133,7 +133,8 @@ def test_double_q_selects_with_the_online_network_and_values_with_the_target():
 def actor_rows(config, info, network, stream_state, steps, in_thread):
     streams = Streams(config.seed)
     streams.actor.load_state_dict(stream_state)
-    actor = Actor(config, info, Policy(network, 1), streams.actor, lambda t: 0.5)
+    actor = Actor(acting_of(config), info, Policy(network, 1), streams.actor, lambda t: 0.5,
+                  in_process(config))  # fmt: skip
     rows = []
 
     def act():
@@ -153,8 +154,8 @@ def test_actor_runs_in_a_thread_with_a_copy_of_the_weights():
     """Same stream state and weights: the same rows, serial or in a thread, whether
     the policy shares the learner's network or holds a copy loaded from weights()."""
     config = make_config("dqn", "CartPole-v1", "gym", {"num_envs": 3})
-    learner = Learner(config, CARTPOLE, (4,), "cpu", torch.Generator())
-    copy = Learner(config, CARTPOLE, (4,), "cpu", torch.Generator()).online
+    learner = make_learner(config, CARTPOLE, (4,), "cpu", torch.Generator())
+    copy = make_learner(config, CARTPOLE, (4,), "cpu", torch.Generator()).online
     Policy(copy, 1).load_weights(learner.weights())
     state = Streams(config.seed).actor.state_dict()
     serial = actor_rows(config, CARTPOLE, learner.online, state, 40, in_thread=False)

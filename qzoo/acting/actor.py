@@ -11,12 +11,14 @@ alternate in one thread; a copy refreshed from `Learner.weights()` when an actor
 concurrently in a thread or a process, since the optimizer updates weights in place).
 """
 
+import dataclasses
 import math
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from qzoo import envs
 from qzoo.acting.exploration import decorrelate
 from qzoo.replay.batch import Row
 from qzoo.replay.frames import FrameStacker
@@ -78,6 +80,26 @@ class UnbiasedEwma:
         self.trace, self.value = trace, value
 
 
+@dataclasses.dataclass(frozen=True)
+class Acting:
+    """How an actor acts (acting/from_config.py makes it from a config): `num_envs`
+    environments, observations of `frame_stack` frames, `action_repeats` frames per
+    agent step, rewards clipped to +-`max_abs_reward` for replay; rlpyt's
+    `episodic_lives` (a lost life starts the agent's episode anew) and decorrelating
+    random steps at a training phase's start (`max_decorrelation_steps`)."""
+
+    num_envs: int
+    frame_stack: int
+    action_repeats: int
+    max_abs_reward: float
+    episodic_lives: bool = False
+    max_decorrelation_steps: int = 0
+
+
+# make_env(num_envs, eval_mode): a vector environment (envs.make, or worker processes).
+MakeEnv = Callable[[int, bool], Any]
+
+
 class Actor:
     """Steps `num_envs` environments with a policy, one phase at a time.
 
@@ -89,45 +111,47 @@ class Actor:
     is abandoned.
     """
 
-    def __init__(self, config, info, policy, stream, epsilon, eval_mode=False, make_env=None,
-                 episodes=0):  # fmt: skip
-        """`make_env(config, num_envs, seed, eval_mode)`: the vector environment
-        (envs.make; qzoo/acting/workers.py steps it in processes). `episodes` > 0: a
-        phase plays that many environments, one episode each (`run_episodes`)."""
-        self.config, self.info, self.policy, self.stream = config, info, policy, stream
+    def __init__(self, acting: Acting, info: Any, policy: Any, stream: Any,
+                 epsilon: Callable[[int], Any], make_env: MakeEnv, eval_mode: bool = False,
+                 episodes: int = 0) -> None:  # fmt: skip
+        """`info`: the environment's EnvInfo; `stream`: the actor's random streams;
+        `make_env(num_envs, eval_mode)`: the vector environment (envs.make, or
+        qzoo/acting/workers.py's processes). `episodes` > 0: a phase plays that many
+        environments, one episode each (`run_episodes`)."""
+        self.acting, self.info, self.policy, self.stream = acting, info, policy, stream
         self.epsilon, self.eval_mode = epsilon, eval_mode
-        self.num_envs = episodes or config.num_envs
+        self.num_envs = episodes or acting.num_envs
         self.once = episodes > 0
-        self.make_env = make_env or envs.make
+        self.make_env = make_env
         # rlpyt's episodic lives (R2D1, training only): a life loss starts the agent's
         # episode anew (stack and recurrent state) while the game goes on.
-        self.life_starts = config.episodic_lives and not eval_mode
-        self._env = None
+        self.life_starts = acting.episodic_lives and not eval_mode
+        self._env: Any = None
 
     def start(self) -> None:
-        config, n = self.config, self.num_envs
-        self._env = self.make_env(config, n, config.seed, eval_mode=self.eval_mode)
+        acting, n = self.acting, self.num_envs
+        self._env = self.make_env(n, self.eval_mode)
         self._stacker = FrameStacker(n, self.info.frame_shape, self.info.frame_dtype,
-                                     config.frame_stack)  # fmt: skip
+                                     acting.frame_stack)  # fmt: skip
         self.episodes, self.state_value = EpisodeStats(n, self.once), UnbiasedEwma()
         self.frames = self.agent_steps = 0
         self._started = time.perf_counter()
         self._step = self._env.reset(seed=int(self.stream.numpy.integers(1, 2**31)))
-        if config.max_decorrelation_steps and not self.eval_mode:
+        if acting.max_decorrelation_steps and not self.eval_mode:
             self._step = decorrelate(self._env, self._step, self.info.num_actions,
-                                     config.max_decorrelation_steps, self.stream.numpy)  # fmt: skip
+                                     acting.max_decorrelation_steps, self.stream.numpy)  # fmt: skip
         self._obs = self._stacker.push(self._step.frame, self._step.first)
 
     def step(self, frame_t: int = 0) -> tuple[Row, int]:
         """Acts once in every environment. Returns the `Row` of the observations
         acted on (for replay) and the number of frames the environments advanced."""
-        config, step = self.config, self._step
+        acting, step = self.acting, self._step
         epsilon = np.full(self.num_envs, self.epsilon(frame_t), np.float32)
-        bound = config.max_abs_reward  # np.clip's own overhead exceeds min + max's
+        bound = acting.max_abs_reward  # np.clip's own overhead exceeds min + max's
         reward = np.minimum(np.maximum(step.reward, -bound), bound)
         self.policy.observe(self._starts(step), reward)
         actions, state_value = self.policy(self._obs, epsilon, self.stream.torch)
-        self.state_value.step(state_value, config.action_repeats)
+        self.state_value.step(state_value, acting.action_repeats)
         # R2D1 hook: a recurrent policy's agent_info (the state it acted from) rides along.
         row = Row(step.frame, actions, reward, step.first, step.last,
                   step.terminated | step.life_loss,
@@ -135,7 +159,7 @@ class Actor:
         self._step = self._env.step(actions)
         self._obs = self._stacker.push(self._step.frame, self._starts(self._step))
         self.episodes.step(self._step)
-        new_frames = self._step.real_steps * config.action_repeats
+        new_frames = self._step.real_steps * acting.action_repeats
         self.frames += new_frames
         self.agent_steps += self._step.real_steps
         return row, new_frames

@@ -34,7 +34,7 @@ class AlternatingActor(Actor):
 
     def start(self):
         super().start()
-        env, config, info = self._env, self.config, self.info
+        env, acting, info = self._env, self.acting, self.info
         half = env.num_workers // 2
         self._groups = (range(half), range(half, env.num_workers))
         self._slices = [slice(env.slices[g[0]].start, env.slices[g[-1]].stop)
@@ -42,14 +42,14 @@ class AlternatingActor(Actor):
         self._stackers, self._obs, self._steps = [], [], []
         for s in self._slices:
             stacker = FrameStacker(s.stop - s.start, info.frame_shape, info.frame_dtype,
-                                   config.frame_stack)  # fmt: skip
+                                   acting.frame_stack)  # fmt: skip
             self._stackers.append(stacker)
             self._steps.append(_slice_step(self._step, s))
             self._obs.append(stacker.push(self._step.frame[s], self._step.first[s]))
         self._in_flight = [False, False]
 
     def step(self, frame_t=0):
-        config = self.config
+        acting = self.acting
         epsilon = np.full(self.num_envs, self.epsilon(frame_t), np.float32)
         actions, values, received = [], [], False
         for h in (0, 1):
@@ -57,23 +57,23 @@ class AlternatingActor(Actor):
                 self._steps[h] = self._env.step_wait(self._groups[h])
                 self._obs[h] = self._stackers[h].push(self._steps[h].frame, self._steps[h].first)
                 self._in_flight[h], received = False, True
-            reward = np.clip(self._steps[h].reward, -config.max_abs_reward, config.max_abs_reward)
+            reward = np.clip(self._steps[h].reward, -acting.max_abs_reward, acting.max_abs_reward)
             self.policy.observe(self._steps[h].first, reward)
             a_t, value = self.policy(self._obs[h], epsilon[self._slices[h]], self.stream.torch)
             self._env.step_async(a_t, self._groups[h])
             self._in_flight[h] = True
             actions.append(a_t)
             values.append(value * len(a_t))
-        self.state_value.step(sum(values) / self.num_envs, config.action_repeats)
+        self.state_value.step(sum(values) / self.num_envs, acting.action_repeats)
         step = _concat(self._steps)
         if received:  # the transitions into t: statistics and frame counts
             self.episodes.step(step)
-            new_frames = step.real_steps * config.action_repeats
+            new_frames = step.real_steps * acting.action_repeats
             self.frames += new_frames
             self.agent_steps += step.real_steps
         else:
             new_frames = 0
-        reward = np.clip(step.reward, -config.max_abs_reward, config.max_abs_reward)
+        reward = np.clip(step.reward, -acting.max_abs_reward, acting.max_abs_reward)
         row = Row(step.frame, np.concatenate(actions), reward, step.first, step.last,
                   step.terminated | step.life_loss)  # fmt: skip
         return row, new_frames

@@ -20,6 +20,7 @@ import time
 
 import torch
 
+from qzoo.acting.from_config import serial_parts
 from qzoo.acting.pinning import pinned, pinned_cores
 from qzoo.acting.policy import Policy
 from qzoo.acting.prefetch import Prefetcher
@@ -148,7 +149,8 @@ class AsyncDriver(SerialDriver):
         source = (learner.online, learner.step_lock) if pulled else None
         self.actor_policy = _LockedPolicy(network, config.tau_samples_policy,
                                           policy.deep_exploration, source)  # fmt: skip
-        super().__init__(parts, self.actor_policy, evaluation)
+        super().__init__(**serial_parts(parts, self.actor_policy, evaluation))
+        self.parts, self.config = parts, config
         self.gate = None
         note_unpinned(config)
         # A GPU actor's forward passes go on a stream of their own, so that reading its
@@ -248,7 +250,7 @@ class AsyncDriver(SerialDriver):
         with lock, _on_stream(learner_stream):
             updates.store(row, new_frames)
             learning = updates.can_learn()
-        updates.frame_t += new_frames
+        updates.advance(new_frames)
         return new_frames if learning else 0
 
     def _lockstep(self, num_frames, progress):
@@ -256,7 +258,7 @@ class AsyncDriver(SerialDriver):
 
         def on_step(row, new_frames):
             updates.store(row, new_frames)
-            updates.frame_t += new_frames
+            updates.advance(new_frames)
             if updates.can_learn():
                 gate.add_collected(new_frames)
                 while gate.consumed + 1 <= gate.target():

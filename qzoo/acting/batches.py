@@ -19,8 +19,8 @@ import time
 import numpy as np
 
 from qzoo.acting.actor import Actor, EpisodeStats, UnbiasedEwma
+from qzoo.acting.from_config import serial_parts
 from qzoo.acting.serial import SerialDriver, run_phase
-from qzoo.envs.atari_batches import make_batches
 from qzoo.replay.batch import Row
 from qzoo.replay.frames import FrameStacker
 
@@ -95,15 +95,11 @@ class BatchActor(Actor):
     """An `Actor` acting on the environments ready (module docstring). `step`
     returns the rows completed (a list) and the real frames the batch advanced."""
 
-    def __init__(self, config, info, policy, stream, epsilon, eval_mode=False, make_env=None):
-        super().__init__(config, info, policy, stream, epsilon, eval_mode,
-                         make_env or make_batches)  # fmt: skip
-
     def start(self):
-        config, n = self.config, self.num_envs
-        self._env = self.make_env(config, n, config.seed, eval_mode=self.eval_mode)
+        acting, n = self.acting, self.num_envs
+        self._env = self.make_env(n, self.eval_mode)
         self._stacker = BatchStacker(n, self.info.frame_shape, self.info.frame_dtype,
-                                     config.frame_stack)  # fmt: skip
+                                     acting.frame_stack)  # fmt: skip
         self._columns = ColumnQueues(n)
         self.episodes, self.state_value = BatchEpisodeStats(n), UnbiasedEwma()
         self.frames = self.agent_steps = 0
@@ -114,19 +110,19 @@ class BatchActor(Actor):
 
     def step(self, frame_t=0):
         """Acts once in the B environments ready; returns ([Row ...], frames)."""
-        config, step, ids = self.config, self._step, self._ids
+        acting, step, ids = self.acting, self._step, self._ids
         epsilon = np.broadcast_to(np.asarray(self.epsilon(frame_t), np.float32),
                                   (self.num_envs,))[ids]  # fmt: skip
-        reward = np.clip(step.reward, -config.max_abs_reward, config.max_abs_reward)
+        reward = np.clip(step.reward, -acting.max_abs_reward, acting.max_abs_reward)
         self.policy.observe(step.first, reward)
         actions, state_value = self.policy(self._obs, epsilon, self.stream.torch)
-        self.state_value.step(state_value, config.action_repeats)
+        self.state_value.step(state_value, acting.action_repeats)
         rows = self._columns.add(ids, step.frame, actions, reward, step.first, step.last,
                                  step.terminated | step.life_loss)  # fmt: skip
         self._step, self._ids = self._env.step(actions)
         self._obs = self._stacker.push_ids(self._step.frame, self._step.first, self._ids)
         self.episodes.step_ids(self._step, self._ids)
-        new_frames = self._step.real_steps * config.action_repeats
+        new_frames = self._step.real_steps * acting.action_repeats
         self.frames += new_frames
         self.agent_steps += self._step.real_steps
         return rows, new_frames
@@ -137,7 +133,8 @@ class BatchDriver(SerialDriver):
     and learning take turns in one thread; evaluation is synchronous."""
 
     def __init__(self, parts, policy, evaluation):
-        super().__init__(parts, policy, evaluation, actor_class=BatchActor)
+        super().__init__(**serial_parts(parts, policy, evaluation, BatchActor, batches=True))
+        self.parts, self.config = parts, parts.config
 
     def train_phase(self, num_frames, progress):
         updates = self.updates
@@ -147,8 +144,8 @@ class BatchDriver(SerialDriver):
                 updates.store(row, 0)
             # Collected: agent steps of one environment, as they happen (a row of N
             # waits in ColumnQueues for the slowest environment).
-            updates.transitions_collected += new_frames // self.config.action_repeats
+            updates.collected(new_frames)
             updates.learn_due(updates.frame_t, updates.frame_t + new_frames)
-            updates.frame_t += new_frames
+            updates.advance(new_frames)
 
         return run_phase(self.actor, num_frames, progress, lambda: updates.frame_t, on_step)

@@ -104,14 +104,3 @@ class Policy:
             starts = torch.as_tensor(first, device=self.device)[:, None]
             self._episode_weights = torch.where(starts, new, self._episode_weights)
         return mix_heads(q_heads, self._episode_weights)
-
-
-def evaluation_policy(network: torch.nn.Module, config, num_envs: int):
-    """The policy that evaluates `network` of a run of `config` over `num_envs`
-    environments: R2D1's recurrent one, else epsilon-greedy over the heads' mean with
-    noisy layers as --eval-noise says (the tools and qzoo.load's agents act with it)."""
-    if config.recurrent:
-        from qzoo.acting.recurrent_policy import RecurrentPolicy
-
-        return RecurrentPolicy(network, num_envs)
-    return Policy(network, config.tau_samples_policy, noise=config.eval_noise)

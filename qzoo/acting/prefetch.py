@@ -24,9 +24,10 @@ from qzoo.learning.precision import autocast
 
 
 class Prefetcher:
-    """Samples batches from `parts.updates` under `lock` and attaches the target network's
-    outputs at s_t (`Batch.target_t`), one batch ahead of `get()`; its thread runs on
-    `cores` (None: anywhere)."""
+    """Samples batches from `parts.updates` under `lock` and computes the target
+    network's outputs at their s_t, one batch ahead of `get()`, which hands those to the
+    learner's objective (learning/prefetched.py's PrefetchedTargets, which
+    --prefetch-targets puts around it); its thread runs on `cores` (None: anywhere)."""
 
     def __init__(self, parts, lock, cores=None):
         self.parts, self.lock, self.cores = parts, lock, cores
@@ -54,14 +55,14 @@ class Prefetcher:
             self._thread.start()
         while True:
             try:
-                batch, version = self._ready.get(timeout=0.1)
+                batch, target_t, version = self._ready.get(timeout=0.1)
                 break
             except queue.Empty:
                 if self.error is not None:
                     raise self.error
         self._taken.release()
-        if version != self.version:  # a target copy happened since: recompute
-            batch = batch._replace(target_t=None)
+        if version == self.version:  # else a target copy happened since: recomputed
+            self.parts.learner.objective.remember(batch.s_t, target_t)
         return batch
 
     def stop(self):
@@ -86,6 +87,6 @@ class Prefetcher:
                         version = self.version
                         with autocast(parts.config.precision, learner.device):
                             target_t = learner.target(batch.s_t)
-                    self._ready.put((batch._replace(target_t=target_t), version))
+                    self._ready.put((batch, target_t, version))
         except BaseException as error:  # noqa: BLE001 (raised again in the learner's thread)
             self.error = error

@@ -29,6 +29,7 @@ import torch
 from qzoo.acting.actor import Actor
 from qzoo.acting.asynchronous import AsyncDriver, note_unpinned, over_the_whole_phase
 from qzoo.acting.batches import BatchActor
+from qzoo.acting.from_config import acting_of, env_maker, serial_parts
 from qzoo.acting.pinning import pinned, pinned_cores
 from qzoo.acting.prefetch import Prefetcher
 from qzoo.acting.process_channels import NAP, ProcessPolicy, Ring, SharedWeights
@@ -132,8 +133,10 @@ def _act_started(spec, num_frames, cores, conn):
             time.sleep(NAP)  # a copy in progress: not a busy spin beside the learner
         policy.seen = seen
         stream = Stream.restored(spec.stream, spec.device)
-        make = _actor_class(spec.config)
-        return make(spec.config, spec.info, policy, stream, spec.train_epsilon), stream
+        make, config = _actor_class(spec.config), spec.config
+        make_env = env_maker(config, spec.info, batches=bool(config.env_batch_size))
+        return make(acting_of(config), spec.info, policy, stream, spec.train_epsilon,
+                    make_env), stream  # fmt: skip
 
     with term_as_interrupt():
         _act(build, spec.ring, spec.frame_t, num_frames, conn)
@@ -188,7 +191,10 @@ class ProcessDriver(AsyncDriver):
         network = copy.deepcopy(learner.online).requires_grad_(False)
         actor_policy = ProcessPolicy(network, config.tau_samples_policy,
                                      policy.deep_exploration, self.weights)  # fmt: skip
-        SerialDriver.__init__(self, parts, actor_policy, evaluation, _actor_class(config))
+        SerialDriver.__init__(self, **serial_parts(parts, actor_policy, evaluation,
+                                                   _actor_class(config),
+                                                   batches=bool(config.env_batch_size)))  # fmt: skip
+        self.parts, self.config = parts, config
         self.gate = None
         self._actor_stream = None  # rows are stored on the learner's stream as they come
         note_unpinned(config)
@@ -267,9 +273,9 @@ class ProcessDriver(AsyncDriver):
         BatchDriver counts agent steps as they happen, not as rows are released."""
         updates = self.updates
         with lock:
-            updates.transitions_collected += new_frames // self.config.action_repeats
+            updates.collected(new_frames)
             learning = updates.can_learn()
-        updates.frame_t += new_frames
+        updates.advance(new_frames)
         return new_frames if learning else 0
 
 

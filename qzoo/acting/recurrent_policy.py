@@ -117,13 +117,14 @@ def states(driver):
     """The training and evaluation actors' recurrent states, for the run's
     checkpoint ({} for a feed-forward run). Phases restart their environments (and so
     the states) today; actors that keep environments across phases resume from these."""
-    if not driver.config.recurrent:
-        return {}
     policies = (driver.actor.policy, driver.evaluator.policy)
+    if not all(isinstance(p, RecurrentPolicy) for p in policies):
+        return {}
     return {"recurrent_states": [p.state_dict() for p in policies]}
 
 
 def load_states(driver, state):
-    if driver.config.recurrent:
-        driver.actor.policy.load_state_dict(state["recurrent_states"][0])
-        driver.evaluator.policy.load_state_dict(state["recurrent_states"][1])
+    policies = (driver.actor.policy, driver.evaluator.policy)
+    if all(isinstance(p, RecurrentPolicy) for p in policies):
+        policies[0].load_state_dict(state["recurrent_states"][0])
+        policies[1].load_state_dict(state["recurrent_states"][1])

@@ -15,12 +15,13 @@ diagnostics as results columns: train_updates_per_second (UpdatesPerSecond),
 replay_ratio (CumReplayRatio: transitions sampled / collected, warm-up included) and
 learner_wait_fraction (async: 1 - rlpyt's OptThrottle; NaN otherwise)."""
 
-import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 from qzoo.acting import recurrent_policy
 from qzoo.acting.actor import Actor
-from qzoo.acting.driver import Driver, mean_epsilon
+from qzoo.acting.driver import Driver, UpdateBook, mean_epsilon
 
 
 def run_episodes(actor, progress, frame_t):
@@ -67,22 +68,17 @@ class SerialDriver(Driver):
     """Acting and learning take turns in one thread (module docstring: serial,
     parallel and, with `actor_class` AlternatingActor, alternating)."""
 
-    def __init__(self, parts, policy, evaluation, actor_class=Actor):
-        """`parts`: the run's acting.driver.Parts; `policy` acts in training,
-        `evaluation` in evaluation (they differ with deep exploration and R2D1's
-        recurrent states)."""
-        config, info, streams = parts.config, parts.info, parts.streams
-        self.parts, self.config, self.updates = parts, config, parts.updates
-        make_env = None
-        if config.acting in ("parallel", "alternating") or config.actor_workers > 1:
-            from qzoo.acting.workers import ProcessVectorEnv
-
-            make_env = functools.partial(ProcessVectorEnv, info=info, workers=config.actor_workers)
-        self.actor = actor_class(config, info, policy, streams.actor,
-                                 parts.train_epsilon, make_env=make_env)  # fmt: skip
-        self.evaluator = Actor(config, info, evaluation, streams.evaluation,
-                               lambda _: config.eval_exploration_epsilon, eval_mode=True,
-                               make_env=make_env, episodes=config.eval_episodes)  # fmt: skip
+    def __init__(self, updates: UpdateBook, actor: Actor, evaluator: Actor,
+                 train_epsilon: Callable[[int], Any], eval_episodes: int = 0,
+                 eval_finish_episodes: bool = False) -> None:  # fmt: skip
+        """`actor` trains, with the epsilon `train_epsilon(frame_t)`; `evaluator`
+        evaluates (their policies differ with deep exploration and R2D1's recurrent
+        states); `eval_episodes` > 0: an evaluation plays that many episodes, one per
+        environment, else its frames, and with `eval_finish_episodes` the episodes
+        under way at its end (acting/from_config.py's serial_parts makes these)."""
+        self.updates, self.actor, self.evaluator = updates, actor, evaluator
+        self.train_epsilon = train_epsilon
+        self.eval_episodes, self.eval_finish_episodes = eval_episodes, eval_finish_episodes
 
     @property
     def frame_t(self):
@@ -94,7 +90,7 @@ class SerialDriver(Driver):
         def on_step(row, new_frames):
             updates.store(row, new_frames)
             updates.learn_due(updates.frame_t, updates.frame_t + new_frames)
-            updates.frame_t += new_frames
+            updates.advance(new_frames)
 
         return run_phase(self.actor, num_frames, progress, lambda: updates.frame_t, on_step)
 
@@ -102,14 +98,14 @@ class SerialDriver(Driver):
         """Acts for `num_frames` frames (with --eval-episodes, until that many episodes
         end, one per environment; with --eval-finish-episodes, until the episodes under
         way at `num_frames` end) with the evaluation epsilon; learns nothing."""
-        config, frame_t = self.config, lambda: self.updates.frame_t
-        if config.eval_episodes:
+        frame_t = lambda: self.updates.frame_t
+        if self.eval_episodes:
             return run_episodes(self.evaluator, progress, frame_t)
         return run_phase(self.evaluator, num_frames, progress, frame_t,
-                         finish_episodes=config.eval_finish_episodes)  # fmt: skip
+                         finish_episodes=self.eval_finish_episodes)  # fmt: skip
 
     def epsilon(self, frame_t):
-        return mean_epsilon(self.parts.train_epsilon, frame_t)
+        return mean_epsilon(self.train_epsilon, frame_t)
 
     def prioritized_columns(self):
         return self.updates.prioritized_columns()

@@ -25,6 +25,7 @@ from qzoo.acting.schedule import importance_sampling_schedule
 from qzoo.distributed.cluster import Faults, lost_errors
 from qzoo.distributed.recurrent import worker_classes
 from qzoo.distributed.workers import CHUNK_STEPS, ray_epsilons, to_numpy
+from qzoo.replay.samplers import host_array
 
 EMPTY = (0, 0, False, math.nan, None)  # a shard's stats before it answered (shards.py)
 PREFETCH = 2  # batches requested ahead from each shard
@@ -230,8 +231,8 @@ class RayDriver(Driver):
         batch = batch._replace(**{k: np.array(v) for k, v in batch._asdict().items()
                                   if isinstance(v, np.ndarray)})  # fmt: skip
         priorities = self.learner.learn(batch)
-        if priorities is not None:
-            self.shards[k].update_priorities.remote(batch.indices, priorities)
+        if priorities is not None:  # as an array: a shard needs no torch tensor
+            self.shards[k].update_priorities.remote(batch.indices, host_array(priorities))
         self.updates += 1
         if self.updates % self.target_every == 0:  # soft with --target-update-tau < 1
             self.learner.update_target(self.config.target_update_tau)

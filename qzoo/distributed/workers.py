@@ -20,9 +20,10 @@ import torch
 
 from qzoo.acting.actor import Actor
 from qzoo.acting.exploration import apex_epsilons, uses_epsilon
+from qzoo.acting.from_config import acting_of, in_process
 from qzoo.acting.policy import Policy
 from qzoo.distributed.shards import ROW_FIELDS
-from qzoo.learning.objectives import make_objective
+from qzoo.learning.from_config import make_objective
 from qzoo.networks.network import make_network
 from qzoo.replay.batch import Row
 from qzoo.replay.frames import FrameStorage, observation_shape
@@ -84,7 +85,8 @@ class ActorWorker:
         self.policy = self.make_policy(make_network(config, info, shape))
         epsilons = np.asarray(epsilons, np.float32)
         self.stream = actor_stream(config.seed, index, restart)
-        self.actor = Actor(config, info, self.policy, self.stream, lambda _: epsilons)
+        self.actor = Actor(acting_of(config), info, self.policy, self.stream, lambda _: epsilons,
+                           in_process(config))  # fmt: skip
         self.actor.start()
         self.version = -1  # of the weights held: none yet
         self.setup_priorities(info)
@@ -181,7 +183,8 @@ class EvalWorker:
         self.policy = self.make_policy(make_network(config, info, shape))
         stream = Streams(config.seed, "cpu").evaluation
         epsilon = config.eval_exploration_epsilon
-        self.actor = Actor(config, info, self.policy, stream, lambda _: epsilon, eval_mode=True)
+        self.actor = Actor(acting_of(config), info, self.policy, stream, lambda _: epsilon,
+                           in_process(config), eval_mode=True)  # fmt: skip
 
     def make_policy(self, network):
         """The evaluation policy (the heads' mean; a hook for R2D1's, recurrent.py)."""

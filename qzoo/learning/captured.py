@@ -24,9 +24,15 @@ import torch
 
 from qzoo.errors import UserError
 from qzoo.learning import optim
-from qzoo.learning.compiled import CompiledUpdate, _mark_static, _own_code
+from qzoo.learning.compiled import CompiledUpdate, mark_static, own_code
 from qzoo.networks import draws
-from qzoo.replay.device_samplers import ROUNDS, DevicePrioritizedSampler, first_accepted
+from qzoo.replay.device_samplers import (
+    ROUNDS,
+    DevicePrioritizedSampler,
+    by_priority,
+    first_accepted,
+    importance_weights,
+)
 
 # Uniforms per candidate: row and column; prioritized adds the coin and the target.
 _UNIFORM_DRAWS, _PRIORITIZED_DRAWS = 2, 4
@@ -53,7 +59,7 @@ class CapturedUpdate:
         device = storage.device
         self._inner = CompiledUpdate(
             learner.online, learner.target, learner.objective, learner.optimizer,
-            learner.config.max_global_grad_norm, device, learner.config.precision,
+            learner.max_global_grad_norm, device, learner.precision,
         )  # fmt: skip
         # oldest row, low and high ages of the valid window, transitions stored.
         self._window = torch.zeros(4, dtype=torch.int64, device=device)
@@ -73,7 +79,7 @@ class CapturedUpdate:
             self._next_event = self._recorded = 0
         if compile:
             mode = "reduce-overhead" if device.type == "cuda" else None
-            self._function = torch.compile(_own_code(self._step), mode=mode, dynamic=False,
+            self._function = torch.compile(own_code(self._step), mode=mode, dynamic=False,
                                            fullgraph=True)  # fmt: skip
         if device.type == "cuda":
             # Read and written where they are: CUDA graphs would otherwise copy each
@@ -82,7 +88,7 @@ class CapturedUpdate:
                 self._window,
                 self._beta,
                 self._uniforms,
-                learner._stats,
+                learner.statistics_buffer(),
                 sampler.misses,
                 *_storage_tensors(storage),
             ]
@@ -118,11 +124,11 @@ class CapturedUpdate:
                 for buffer, (kind, size) in zip(self._tapes[k], self._draws):
                     buffer.copy_(draws.draw([(kind, size)], generator, storage.device)[0])
             # Fetched every call: loading a checkpoint replaces the optimizer's tensors.
-            states = optim.graph_state(self._inner._optimizer)
+            states = optim.graph_state(self._inner.optimizer)
             if storage.device.type == "cuda":
-                _mark_static(states)
+                mark_static(states)
                 torch.compiler.cudagraph_mark_step_begin()
-            self._function(self._inner._params, states, self._tapes[:n])
+            self._function(self._inner.params, states, self._tapes[:n])
             if self._queued is not None:
                 self._bound_queue()
 
@@ -141,10 +147,12 @@ class CapturedUpdate:
         for k, tape in enumerate(tapes):  # unrolled in the graph: len(tapes) is fixed
             t, b, weights = self._sample(k)
             batch = self.storage.gather(t, b)._replace(weights=weights, indices=None)
-            _, loss, mean_q, priorities = self._inner._step(params, batch, tape, states)
+            _, loss, mean_q, priorities = self._inner.step(params, batch, tape, states)
             if self.prioritized:
                 self._write_priorities(t, b, priorities)
-            self.learner._stats.add_(torch.stack([loss, mean_q, torch.ones_like(loss)]))
+            self.learner.statistics_buffer().add_(
+                torch.stack([loss, mean_q, torch.ones_like(loss)])
+            )
 
     # ---- the draw, from the uniforms and the window tensors --------------------
     def _candidates(self, u_t, u_b):
@@ -179,27 +187,22 @@ class CapturedUpdate:
         in [0, total) for a slot by priority, kept if valid and in the window."""
         storage, sampler, window = self.storage, self.sampler, self._window
         u = self._uniforms[k]
-        t_u, b_u = self._uniform_indices(k)
+
+        def in_window(t):  # from the window tensors, not the host's counters
+            age = (t - window[0]) % storage.num_rows
+            return (age >= window[1]) & (age < window[2])
+
         cumulative = sampler.priorities.cumsum(0)
-        total = cumulative[-1]
-        uniform = (u[2] < sampler.uniform_sample_probability) | (total <= 0)
-        slot = torch.searchsorted(cumulative, (u[3] * total).reshape(-1), right=True)
-        slot = slot.clamp(max=cumulative.numel() - 1)
-        t_p, b_p = slot // storage.num_envs, slot % storage.num_envs
-        age = (t_p - window[0]) % storage.num_rows
-        in_window = (age >= window[1]) & (age < window[2])
-        ok = uniform | (in_window & storage.valid(t_p, b_p)).view(uniform.shape)
-        t = torch.where(uniform, t_u[None], t_p.view(uniform.shape))
-        b = torch.where(uniform, b_u[None], b_p.view(uniform.shape))
-        t, b, missed = first_accepted(t, b, ok)
+        t, b, missed = by_priority(
+            cumulative, u[2], u[3], self._uniform_indices(k), sampler.uniform_sample_probability,
+            storage.num_envs, in_window, storage.valid,
+        )  # fmt: skip
         sampler.misses.add_(missed)
-        # P(i) = (1 - u) p_i^alpha / sum + u / N; weights (1/N / P)^beta over the max.
-        p_u, size = sampler.uniform_sample_probability, window[3].to(torch.float64)
         leaf = sampler.priorities[t * storage.num_envs + b]
-        probability = (1 - p_u) * leaf / total + p_u / size
-        weights = (1.0 / size / probability).pow(self._beta)
-        if sampler.normalize_weights:
-            weights = weights / weights.max()
+        weights = importance_weights(
+            leaf, cumulative[-1], window[3].to(torch.float64), sampler.uniform_sample_probability,
+            self._beta, sampler.normalize_weights,
+        )  # fmt: skip
         return t, b, weights.to(torch.float32)
 
     def _write_priorities(self, t, b, priorities):
@@ -208,7 +211,7 @@ class CapturedUpdate:
         p = priorities.to(torch.float64)
         # Through a 1-element view: torch.compile drops a copy_ into a 0-dim tensor.
         sampler.max_seen.view(1).copy_(torch.maximum(sampler.max_seen, p.max()).view(1))
-        value = torch.where(storage.can_start(t, b), sampler._power(p), 0.0)
+        value = torch.where(storage.can_start(t, b), sampler.leaf_values(p), 0.0)
         sampler.priorities[t * storage.num_envs + b] = value
 
     def _record(self):
@@ -225,7 +228,7 @@ class CapturedUpdate:
         copy = torch.Generator(generator.device)
         copy.set_state(generator.get_state())
         recorder = draws.Recorder(copy)
-        self._inner._step(self._inner._params, batch, recorder)
+        self._inner.step(self._inner.params, batch, recorder)
         self._draws = recorder.draws
         device = self.storage.device
         self._tapes = [[torch.empty(size, device=device) for _, size in self._draws]

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from qzoo.learning import optim
+from qzoo.learning.learner import Learner
 from qzoo.learning.precision import autocast
 from qzoo.networks import draws
 
@@ -48,25 +49,28 @@ class CompiledUpdate:
     def __init__(self, online, target, objective, optimizer, max_global_grad_norm, device,
                  precision="float32"):  # fmt: skip
         self._pair = _Pair(online, target, objective)
-        self._optimizer = optimizer
+        self.optimizer = optimizer
         self._update_ = optim.graph_update(optimizer, max_global_grad_norm)
         self._names = [f"online.{name}" for name, _ in online.named_parameters()]
         self._parameters = list(online.parameters())
         # Detached views of the live parameters, made once: the optimizer and
         # load_state_dict write the parameters in place, and the traced function must
         # not see autograd leaves.
-        self._params = {n: p.detach() for n, p in zip(self._names, self._parameters)}
+        self.params = {n: p.detach() for n, p in zip(self._names, self._parameters)}
         if torch.device(device).type == "cuda":
             # Fixed addresses: CUDA graphs then read the weights where they are instead
             # of copying them into the graph's own inputs before every replay.
-            for view in self._params.values():
+            for view in self.params.values():
                 torch._dynamo.mark_static_address(view)
         self._device, self._draws, self._precision = torch.device(device), None, precision
         mode = "reduce-overhead" if torch.device(device).type == "cuda" else None
-        self._compiled = torch.compile(_own_code(self._step), mode=mode, dynamic=False,
+        self._compiled = torch.compile(own_code(self.step), mode=mode, dynamic=False,
                                        fullgraph=True)  # fmt: skip
 
-    def _step(self, params, batch, generator, states=None):
+    def step(self, params, batch, generator, states=None):
+        """The update as a function of the parameters, the batch, the draws (a generator,
+        a list of drawn tensors, or a draws.Recorder) and the optimizer states (None: no
+        optimizer step): (grads, loss, mean_q, priorities)."""
         if isinstance(generator, list):  # this update's draws, made outside the graph
             generator = draws.Tape(generator)
 
@@ -88,7 +92,7 @@ class CompiledUpdate:
         return grads, loss.detach(), mean_q, priorities
 
     def __call__(self, batch, generator):
-        params = self._params
+        params = self.params
         # Replay slots (host NumPy) are not the step's business.
         batch = batch._replace(indices=None)
         with torch.no_grad():  # torch.func.grad differentiates regardless
@@ -99,9 +103,9 @@ class CompiledUpdate:
                 # Outputs of the previous replay (gradients, priorities) are spent.
                 torch.compiler.cudagraph_mark_step_begin()
             # Fetched every call: loading a checkpoint replaces the optimizer's tensors.
-            states = optim.graph_state(self._optimizer)
+            states = optim.graph_state(self.optimizer)
             if self._device.type == "cuda":
-                _mark_static(states)
+                mark_static(states)
             return self._compiled(params, batch, tensors, states)
 
     def _record(self, params, batch, generator):
@@ -112,11 +116,34 @@ class CompiledUpdate:
         copy = torch.Generator(generator.device)
         copy.set_state(generator.get_state())
         recorder = draws.Recorder(copy)
-        self._step(params, batch, recorder)
+        self.step(params, batch, recorder)
         return recorder.draws
 
 
-def _mark_static(states):
+class CompiledLearner(Learner):
+    """The learner whose SGD step is one compiled graph (CompiledUpdate): the same
+    interface, the same checkpoints (the optimizer's own state tensors)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.step_lock = None  # the step runs inside the graph
+        self._compiled = CompiledUpdate(
+            self.online, self.target, self.objective, self.optimizer,
+            self.max_global_grad_norm, self.device, self.precision,
+        )  # fmt: skip
+
+    def sgd_step(self, batch):
+        grads, loss, mean_q, priorities = self._compiled(batch, self.generator)
+        for p, g in zip(self.parameters, grads):
+            p.grad = g
+        return loss, mean_q, priorities
+
+    def compiled_update(self) -> "CompiledUpdate":
+        """The compiled step, which a captured update (captured.py) runs inside its own."""
+        return self._compiled
+
+
+def mark_static(states):
     """CUDA graphs update mutated inputs in place only at fixed addresses: the
     optimizer's state tensors are marked so (again after a checkpoint replaced them)."""
     for state in states:
@@ -125,7 +152,7 @@ def _mark_static(states):
                 torch._dynamo.mark_static_address(tensor)
 
 
-def _own_code(method):
+def own_code(method):
     """`method` bound to a copy of its code object. Dynamo caches compiled graphs per
     code object, at most 8 (`recompile_limit`): without a copy every learner of another
     shape or agent in a process (a test suite, a sweep) adds a graph to the one `_step`,

@@ -11,86 +11,75 @@ elsewhere (`weights()`).
 import contextlib
 import copy
 import threading
-from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
-from qzoo.learning.augmentation import Augmented
-from qzoo.learning.compiled import CompiledUpdate
-from qzoo.learning.objectives import make_objective
-from qzoo.learning.optim import clip_by_global_norm_, make_optimizer
+from qzoo.learning.objectives import Objective
+from qzoo.learning.optim import clip_by_global_norm_
 from qzoo.learning.precision import autocast
-from qzoo.networks.network import make_network
 from qzoo.replay.batch import Batch
 
 
 class Learner:
-    def __init__(self, config: Any, info: Any, observation_shape: tuple, device: Any,
-                 generator: torch.Generator) -> None:  # fmt: skip
-        """`generator`: the learner's torch random stream (noise, taus) on `device`."""
-        self.config = config
-        self.device = torch.device(device)
-        self.online = make_network(config, info, observation_shape).to(self.device)
-        # Target parameters start equal to the online ones (DQN Zoo).
-        self.target = copy.deepcopy(self.online).requires_grad_(False)
-        self._parameters = list(self.online.parameters())
-        self.optimizer = make_optimizer(config, self._parameters)
-        self.objective = make_objective(config)
-        if config.augmentation != "none":  # DrQ: batches shifted before the objective
-            self.objective = Augmented(self.objective, config.augmentation, config.shift_offsets)
-        self.generator = generator
+    """See the module docstring. Built by learning/from_config.py from a config; the fast
+    update paths wrap it (learning/compiled.py's CompiledLearner, the captured update)."""
+
+    def __init__(self, online: nn.Module, objective: Objective, optimizer: torch.optim.Optimizer,
+                 generator: torch.Generator, max_global_grad_norm: float = 0.0,
+                 precision: str = "float32") -> None:  # fmt: skip
+        """`online`: the network, on its device (the target starts as its copy, as in
+        DQN Zoo); `optimizer` over its parameters; `generator`: the learner's torch
+        random stream (noise, taus) on that device; `max_global_grad_norm`: Optax's
+        global-norm clip (0: none); `precision`: float32 or bfloat16 autocast."""
+        self.online = online
+        self.device = next(online.parameters()).device
+        self.target = copy.deepcopy(online).requires_grad_(False)
+        self.parameters = list(online.parameters())
+        self.optimizer, self.objective, self.generator = optimizer, objective, generator
+        self.max_global_grad_norm, self.precision = max_global_grad_norm, precision
         self._stats = torch.zeros(3, device=self.device)  # loss sum, q sum, updates
-        # Held around the eager update's optimizer step, so that a thread copying the
-        # online weights (the async actor, acting/asynchronous.py) never reads half a
-        # step; None for a compiled or captured update, which steps inside its graph.
-        self.step_lock = None if config.compile or config.capture else threading.Lock()
-        # A replay on a device takes priorities as device tensors
-        # (replay/device_samplers.py):
-        # no copy to the host, so nothing waits for the update to finish.
-        self._host_priorities = config.replay_device == "host"
-        # --compile: the gradient step as one compiled graph (compiled.py).
-        self._compiled = None
-        if config.compile:
-            self._compiled = CompiledUpdate(
-                self.online, self.target, self.objective, self.optimizer,
-                config.max_global_grad_norm, device, config.precision,
-            )  # fmt: skip
+        # Held around the optimizer's step, so that a thread copying the online weights
+        # (the async actor, acting/asynchronous.py) never reads half a step; None where
+        # the step runs inside a graph (the compiled learner's).
+        self.step_lock: threading.Lock | None = threading.Lock()
 
-    def learn(self, batch: Batch) -> torch.Tensor | np.ndarray | None:
-        """One SGD step on a `Batch` from replay.
-
-        Returns the new priorities [B] when the batch carries importance weights
-        (prioritized replay; numpy, or a tensor on this device for a replay on a
-        device), else None.
-        """
-        config = self.config
+    def learn(self, batch: Batch) -> torch.Tensor | None:
+        """One SGD step on a `Batch` from replay. Returns the new priorities [B] (a
+        tensor on this device) when the batch carries importance weights (prioritized
+        replay), else None."""
         batch = batch.to(self.device)
-        if self._compiled is not None:  # clipping and the optimizer's step included
-            grads, loss, mean_q, priorities = self._compiled(batch, self.generator)
-            for p, g in zip(self._parameters, grads):
-                p.grad = g
-        else:
-            with autocast(config.precision, self.device):
-                out = self.objective(self.online, self.target, batch, self.generator)
-            per_example = out.loss if batch.weights is None else out.loss * batch.weights
-            loss = per_example.mean()
-            for p in self._parameters:  # zero_grad(set_to_none=True), without its overhead
-                p.grad = None
-            loss.backward()
-            loss, mean_q, priorities = loss.detach(), out.q_tm1.detach().mean(), out.priorities
-            if config.max_global_grad_norm > 0:
-                clip_by_global_norm_(self._parameters, config.max_global_grad_norm)
-            with self.step_lock or contextlib.nullcontext():  # None only when compiled
-                self.optimizer.step()
-        # Statistics stay on the device: reading them every step would stall a GPU.
+        loss, mean_q, priorities = self.sgd_step(batch)
+        self.add_statistics(loss, mean_q)
+        return None if batch.weights is None else priorities.detach()
+
+    def sgd_step(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The objective's (importance-weighted) mean loss, its gradient, the clip and
+        the optimizer's step; returns (loss, mean Q(s_tm1, a_tm1), priorities), detached."""
+        with autocast(self.precision, self.device):
+            out = self.objective(self.online, self.target, batch, self.generator)
+        per_example = out.loss if batch.weights is None else out.loss * batch.weights
+        loss = per_example.mean()
+        for p in self.parameters:  # zero_grad(set_to_none=True), without its overhead
+            p.grad = None
+        loss.backward()
+        if self.max_global_grad_norm > 0:
+            clip_by_global_norm_(self.parameters, self.max_global_grad_norm)
+        with self.step_lock or contextlib.nullcontext():  # None: the compiled learner's
+            self.optimizer.step()
+        return loss.detach(), out.q_tm1.detach().mean(), out.priorities
+
+    def add_statistics(self, loss: torch.Tensor, mean_q: torch.Tensor, updates: int = 1) -> None:
+        """Adds an update's loss and mean Q to the sums `pop_statistics` reads. They
+        stay on the device: reading them every step would stall a GPU."""
         with torch.no_grad():
-            self._stats += torch.stack([loss, mean_q, loss.new_ones(())])
-        if batch.weights is None:
-            return None
-        if self._host_priorities:
-            return priorities.cpu().numpy()
-        return priorities.detach()
+            self._stats += torch.stack([loss, mean_q, loss.new_full((), updates)])
+
+    def statistics_buffer(self) -> torch.Tensor:
+        """The device tensor [loss sum, Q sum, updates] behind `pop_statistics`, which a
+        captured update (learning/captured.py) adds to inside its graph."""
+        return self._stats
 
     @torch.no_grad()
     def update_target(self, tau: float = 1.0) -> None:

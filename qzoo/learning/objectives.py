@@ -2,7 +2,7 @@
 
 One class per kind of target, built from the pure rlax-style functions in losses.py
 and chosen by the preset's `distribution` and, with several Q heads, their
-`head_mixing` (`OBJECTIVES`, keyed by `objective_key`). This is where two papers
+`head_mixing` (learning/from_config.py's `OBJECTIVES`, keyed by `objective_key`). This is where two papers
 differ; the learner around it (optimizer, clipping, weights, target copies) is
 shared. A new method (R2D1's rescaled n-step loss, ...) is a new class here, not a
 branch in the learner. Every objective takes CQL's regularizer (Kumar et al. 2020) on
@@ -15,7 +15,6 @@ network application draws its own noise and taus, in DQN Zoo's order: online at
 s_tm1, target at s_t, then the selector at s_t (REM draws its mixture first).
 """
 
-from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 import torch
@@ -69,11 +68,7 @@ def _td_loss(td, grad_error_bound):
 
 
 def target_at_s_t(target, batch, generator):
-    """The target network's outputs at s_t: computed ahead by a prefetcher when the
-    batch carries them (`batch.target_t`, acting/prefetch.py: the same network and
-    inputs, so the same values), else here."""
-    if getattr(batch, "target_t", None) is not None:
-        return batch.target_t
+    """The target network's outputs at s_t."""
     return target(batch.s_t, generator=generator)
 
 
@@ -312,49 +307,3 @@ class R2D1SequenceLearning:
         q_taken = q_tm1.detach().gather(-1, batch.action[..., None]).squeeze(-1)
         mean_q = (q_taken * valid).sum(0) / valid.sum(0).clamp(min=1)
         return LossOutput(loss, priorities, mean_q)
-
-
-def objective_key(config):
-    """(distribution, head mixing): the mixing only counts with several heads, since
-    one head mixed either way is that head (None then). R2D1's recurrent network has
-    its own: ("recurrent", None)."""
-    if config.recurrent:
-        return "recurrent", None
-    return config.distribution, config.head_mixing if config.num_heads > 1 else None
-
-
-# (distribution, head mixing) -> its objective, built from the config.
-OBJECTIVES: dict[tuple[str, str | None], Callable[[Any], Objective]] = {
-    ("none", None): lambda c: QLearning(c.double_q, c.grad_error_bound, c.cql_alpha),
-    ("categorical", None): lambda c: CategoricalQLearning(c.double_q, c.cql_alpha),
-    ("quantile", None): lambda c: QuantileQLearning(
-        c.num_quantiles, c.huber_param, c.double_q, c.cql_alpha
-    ),
-    ("implicit_quantile", None): lambda c: ImplicitQuantileQLearning(
-        c.tau_samples_s_tm1,
-        c.tau_samples_s_t,
-        c.tau_samples_policy,
-        c.huber_param,
-        c.double_q,
-        c.cql_alpha,
-    ),
-    ("none", "identity"): lambda c: EnsembleQLearning(c.double_q, c.grad_error_bound, c.cql_alpha),
-    ("none", "stochastic"): lambda c: REMQLearning(
-        c.num_heads, c.double_q, c.grad_error_bound, c.cql_alpha
-    ),
-    ("recurrent", None): lambda c: R2D1SequenceLearning(
-        c.burn_in_steps, c.double_q, c.value_rescale_eps, c.priority_eta
-    ),
-}
-
-
-def make_objective(config):
-    """The objective for `config` (see objective_key); an unknown combination is an
-    error, never a fallback."""
-    key = objective_key(config)
-    if key not in OBJECTIVES:
-        raise ValueError(
-            f"no objective for distribution {key[0]!r} with head mixing {key[1]!r}; expected "
-            f"one of {', '.join(f'{d}/{m}' for d, m in OBJECTIVES)}"
-        )
-    return OBJECTIVES[key](config)

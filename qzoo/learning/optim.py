@@ -46,15 +46,24 @@ class CenteredRMSProp(torch.optim.Optimizer):
                     self.state[p]["mu"] = torch.zeros_like(p)
             nu = [self.state[p]["nu"] for p in params]
             mu = [self.state[p]["mu"] for p in params]
-            g = [p.grad for p in params]
-            torch._foreach_mul_(nu, decay)
-            torch._foreach_addcmul_(nu, g, g, value=1 - decay)
-            torch._foreach_mul_(mu, decay)
-            torch._foreach_add_(mu, g, alpha=1 - decay)
-            denom = torch._foreach_sub(nu, torch._foreach_mul(mu, mu))  # nu - mu^2
-            torch._foreach_add_(denom, eps)
-            torch._foreach_sqrt_(denom)
-            torch._foreach_addcdiv_(params, g, denom, value=-lr)
+            centered_rmsprop_(params, [p.grad for p in params], nu, mu, lr, decay, eps)
+
+
+def centered_rmsprop_(params, grads, nu, mu, lr, decay, eps):
+    """Centered RMSProp's step, in place, with epsilon inside the square root (the
+    class's docstring): the one implementation, which the optimizer's `step` and the
+    compiled and captured updates (`graph_update`) call. One foreach operation over all
+    parameters per line: the same float32 arithmetic, element by element, as one
+    operation per parameter, with a fraction of the dispatch overhead for DQN's 10
+    tensors; torch.compile traces foreach operations too."""
+    torch._foreach_mul_(nu, decay)
+    torch._foreach_addcmul_(nu, grads, grads, value=1 - decay)
+    torch._foreach_mul_(mu, decay)
+    torch._foreach_add_(mu, grads, alpha=1 - decay)
+    denom = torch._foreach_sub(nu, torch._foreach_mul(mu, mu))  # nu - mu^2
+    torch._foreach_add_(denom, eps)
+    torch._foreach_sqrt_(denom)
+    torch._foreach_addcdiv_(params, grads, denom, value=-lr)
 
 
 class AdamTF1(torch.optim.Adam):
@@ -64,7 +73,7 @@ class AdamTF1(torch.optim.Adam):
     PyTorch's Adam computes lr / (1 - b1^t) m / (sqrt(v) / sqrt(1 - b2^t) + eps'),
     which is the same update for eps' = eps / sqrt(1 - b2^t); this sets eps' before each
     step from the step count in the optimizer's state (so a resumed run continues it),
-    keeping PyTorch's fused kernel (see `make_optimizer`).
+    keeping PyTorch's fused kernel (see from_config.py's `make_optimizer`).
     """
 
     def __init__(self, params, lr, eps, fused=True):
@@ -99,27 +108,6 @@ def clip_grads_by_global_norm_(grads, max_norm):
     return norm
 
 
-def make_optimizer(config, params):
-    if config.optimizer == "adam_tf1":
-        return AdamTF1(params, lr=config.learning_rate, eps=config.optimizer_epsilon)
-    if config.optimizer == "adam":
-        # Optax's adam equals torch's Adam: eps outside the root, bias correction.
-        # fused: one pass over each tensor for the whole update (CPU and CUDA), where
-        # foreach makes six. Its float32 arithmetic is ordered differently, so results
-        # differ from foreach's in the last bits; runs stay deterministic and resume
-        # identically.
-        return torch.optim.Adam(
-            params, lr=config.learning_rate, eps=config.optimizer_epsilon, fused=True
-        )
-    # rmsprop_centered (Optax) or rmsprop_centered_tf1 (Dopamine's TF1 optimizer, whose
-    # epsilon is also inside the root: the same eps maps one to one).
-    return CenteredRMSProp(
-        params, lr=config.learning_rate, decay=config.rmsprop_decay,
-        eps=config.optimizer_epsilon,
-        initial_nu=1.0 if config.optimizer == "rmsprop_centered_tf1" else 0.0,
-    )  # fmt: skip
-
-
 # ---- The same updates as tensor operations only, for a compiled update (compiled.py) --
 
 
@@ -146,10 +134,13 @@ def graph_state(optimizer):
 def graph_update(optimizer, max_global_grad_norm):
     """`update_(params, grads, states)`: global-norm clipping (when > 0) and
     `optimizer`'s step, in place, with no Python read of a tensor (so it can run inside
-    a compiled graph; the hyperparameters are fixed here). Same arithmetic as the eager
-    optimizers up to the order of float32 operations: Adam (Kingma & Ba 2015) as
-    PyTorch's, TF1's Adam with epsilon hat (`AdamTF1`), centered RMSProp with epsilon
-    inside the root (`CenteredRMSProp`)."""
+    a compiled graph; the hyperparameters are fixed here). Centered RMSProp is the
+    eager optimizer's own function (`centered_rmsprop_`). Adam is `adam_`: the eager
+    optimizer runs PyTorch's fused kernel instead, which torch.compile cannot trace
+    (functionalization refuses its in-place writes: PyTorch 2.13), and which a
+    checkpoint's results depend on; `adam_` is PyTorch's arithmetic in another order
+    of float32 operations (tests/learning/test_compiled.py holds the two together),
+    with TF1's epsilon hat for `AdamTF1`."""
     group = optimizer.param_groups[0]
     lr = group["lr"]
 
@@ -162,11 +153,8 @@ def graph_update(optimizer, max_global_grad_norm):
 
         def update_(params, grads, states):
             clip_(grads)
-            for p, g, state in zip(params, grads, states):
-                state["nu"].mul_(decay).addcmul_(g, g, value=1 - decay)
-                state["mu"].mul_(decay).add_(g, alpha=1 - decay)
-                denom = (state["nu"] - state["mu"].square() + eps).sqrt()
-                p.addcdiv_(g, denom, value=-lr)
+            nu, mu = [state["nu"] for state in states], [state["mu"] for state in states]
+            centered_rmsprop_(params, grads, nu, mu, lr, decay, eps)
 
         return update_
     beta1, beta2 = group["betas"]
@@ -175,15 +163,22 @@ def graph_update(optimizer, max_global_grad_norm):
 
     def update_(params, grads, states):
         clip_(grads)
-        for p, g, state in zip(params, grads, states):
-            step = state["step"]
-            step.add_(1)
-            state["exp_avg"].lerp_(g, 1 - beta1)
-            state["exp_avg_sq"].mul_(beta2).addcmul_(g, g, value=1 - beta2)
-            root_correction = (1 - beta2**step).sqrt()
-            # TF1 adds epsilon hat to the raw root: PyTorch's eps = eps_hat / sqrt(1 - b2^t).
-            epsilon = eps / root_correction if tf1 else eps
-            denom = state["exp_avg_sq"].sqrt() / root_correction + epsilon
-            p.sub_(lr / (1 - beta1**step) * state["exp_avg"] / denom)
+        adam_(params, grads, states, lr, beta1, beta2, eps, tf1)
 
     return update_
+
+
+def adam_(params, grads, states, lr, beta1, beta2, eps, tf1=False):
+    """Adam's step (Kingma & Ba 2015), in place, as tensor operations only: each
+    state's step count, first and second moments (torch's Adam's state, so one
+    checkpoint). `tf1`: `eps` is TF1's epsilon hat, added to the raw root."""
+    for p, g, state in zip(params, grads, states):
+        step = state["step"]
+        step.add_(1)
+        state["exp_avg"].lerp_(g, 1 - beta1)
+        state["exp_avg_sq"].mul_(beta2).addcmul_(g, g, value=1 - beta2)
+        root_correction = (1 - beta2**step).sqrt()
+        # TF1 adds epsilon hat to the raw root: PyTorch's eps = eps_hat / sqrt(1 - b2^t).
+        epsilon = eps / root_correction if tf1 else eps
+        denom = state["exp_avg_sq"].sqrt() / root_correction + epsilon
+        p.sub_(lr / (1 - beta1**step) * state["exp_avg"] / denom)

@@ -13,6 +13,7 @@ import sys
 import time
 
 from qzoo.acting.actor import EpisodeStats
+from qzoo.acting.from_config import serial_parts
 from qzoo.acting.serial import SerialDriver
 from qzoo.data import atari_py_rom_md5
 from qzoo.offline.dataset import dataset_suffixes, first_suffixes, open_dataset
@@ -61,7 +62,8 @@ class OfflineDriver(SerialDriver):
     starts). `open_dataset(suffixes)` makes the replay of the chosen checkpoints."""
 
     def __init__(self, parts, policy, evaluation, open_dataset=None):
-        super().__init__(parts, policy, evaluation)
+        super().__init__(**serial_parts(parts, policy, evaluation))
+        self.parts, self.config = parts, parts.config
         warning = rom_warning(parts.info)
         if warning is not None:
             print(warning, file=sys.stderr)

@@ -8,10 +8,10 @@ compressed or sequence storage) works with the uniform and the prioritized sampl
 """
 
 from qzoo.replay.batch import Batch, Row
-from qzoo.replay.factory import make_replay, make_storage, replay_bytes_needed
+from qzoo.replay.factory import make_replay, make_sampler, make_storage, replay_bytes_needed
 from qzoo.replay.frames import FrameStorage
 from qzoo.replay.replay import Replay
-from qzoo.replay.samplers import PrioritizedSampler, UniformSampler, make_sampler
+from qzoo.replay.samplers import PrioritizedSampler, UniformSampler
 
 __all__ = ["Batch", "FrameStorage", "PrioritizedSampler", "Replay", "Row", "UniformSampler",
            "make_replay", "make_sampler", "make_storage", "replay_bytes_needed"]  # fmt: skip

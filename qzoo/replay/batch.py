@@ -34,8 +34,7 @@ class Batch(NamedTuple):
     `discount_t` already holds gamma^k: 0 after a termination or a lost life, gamma^k
     after k steps otherwise. `weights` are importance-sampling weights (None for
     uniform sampling); `indices` are the replay slots the transitions came from, for
-    priority updates. `target_t` is the target network's output at s_t when a
-    prefetcher computed it ahead of the update (acting/prefetch.py), else None.
+    priority updates.
     """
 
     s_tm1: np.ndarray
@@ -45,7 +44,6 @@ class Batch(NamedTuple):
     s_t: np.ndarray
     weights: np.ndarray | None = None
     indices: tuple | None = None
-    target_t: object = None
 
     def to(self, device):
         """The same batch as tensors on `device` (indices stay on the host)."""
@@ -54,8 +52,7 @@ class Batch(NamedTuple):
 
 def to_device(batch, device):
     """A NamedTuple batch with its arrays as tensors on `device`; `indices` (replay
-    slots, for priority updates) stay on the host, `target_t` (computed on the device)
-    as it is, None fields stay None."""
+    slots, for priority updates) stay on the host, None fields stay None."""
     fields = {k: None if v is None else torch.as_tensor(v, device=device)
-              for k, v in batch._asdict().items() if k not in ("indices", "target_t")}  # fmt: skip
+              for k, v in batch._asdict().items() if k != "indices"}  # fmt: skip
     return batch._replace(**fields)

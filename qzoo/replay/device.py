@@ -16,9 +16,7 @@ learner's new priorities as device tensors, so nothing waits for the device."""
 import numpy as np
 import torch
 
-from qzoo.errors import UserError
 from qzoo.replay.batch import Batch
-from qzoo.replay.device_samplers import DevicePrioritizedSampler, DeviceUniformSampler
 from qzoo.replay.frames import (
     FIRST,
     LAST,
@@ -31,7 +29,6 @@ from qzoo.replay.frames import (
     observation_shape,
     saved_actions,
 )
-from qzoo.replay.replay import Replay
 
 
 def torch_dtype(dtype):
@@ -222,35 +219,3 @@ def _host(tensor):
     """A CPU tensor as a NumPy view (what FrameStorage's state holds); a GPU tensor as
     it is (run/checkpoint.py copies it to the file piece by piece)."""
     return tensor.numpy() if tensor.device.type == "cpu" else tensor
-
-
-def check_gpu_memory(config, info):
-    """Refuses, before anything is written (run/checks.py), a replay that the GPU's
-    free memory cannot hold."""
-    args = (config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
-            info.num_actions)  # fmt: skip
-    needed, (free, _) = FrameStorage.bytes_needed(*args), torch.cuda.mem_get_info()
-    if needed > free:
-        raise UserError(
-            f"--replay-capacity {config.replay_capacity}: the replay needs {needed:,} bytes "
-            f"({needed / 2**30:.2f} GiB) of GPU memory and {free:,} bytes are free; lower "
-            "--replay-capacity or use --replay-device host"
-        )
-
-
-def make_device_replay(config, info, generator):
-    """The replay of `--replay-device cpu|cuda`: device storage and the uniform (or
-    with --prioritized the prioritized) sampler drawing from `generator` (the replay
-    stream's torch generator on that device)."""
-    device = torch.device(config.replay_device)
-    args = (config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
-            info.num_actions)  # fmt: skip
-    storage = DeviceFrameStorage(*args, config.frame_stack, config.n_steps, config.discount,
-                                 device)  # fmt: skip
-    if not config.prioritized:
-        return Replay(storage, DeviceUniformSampler(storage, generator))
-    return Replay(storage, DevicePrioritizedSampler(
-        storage, generator, priority_exponent=config.priority_exponent,
-        uniform_sample_probability=config.uniform_sample_probability,
-        normalize_weights=config.normalize_weights,
-    ))  # fmt: skip

@@ -39,6 +39,34 @@ def first_valid(draw, accept, batch_size):
     return first_accepted(t, b, accept(t.reshape(-1), b.reshape(-1)).view(t.shape))
 
 
+def by_priority(cumulative, coins, targets, uniform, uniform_probability, num_envs, in_window,
+                valid):  # fmt: skip
+    """Prioritized replay's draw of a batch (DQN Zoo's semantics, samplers.py), the one
+    function the device sampler and the captured update (learning/captured.py) call:
+    per candidate [ROUNDS, B], a coin (uniforms `coins`) for a uniform draw (the batch's
+    valid `uniform` draw, rows and columns [B]: always while every priority is zero), or
+    the slot whose `cumulative` priority sum first exceeds `targets` (uniforms) x the
+    total; the first candidate that is uniform, or in the window (`in_window(t)`) and
+    `valid(t, b)`, per position. Returns rows, columns and the positions that found none."""
+    total = cumulative[-1]
+    heads = (coins < uniform_probability) | (total <= 0)
+    slot = torch.searchsorted(cumulative, (targets * total).reshape(-1), right=True)
+    slot = slot.clamp(max=cumulative.numel() - 1)
+    t_p, b_p = slot // num_envs, slot % num_envs
+    ok = heads | (in_window(t_p) & valid(t_p, b_p)).view(heads.shape)
+    t = torch.where(heads, uniform[0], t_p.view(heads.shape))
+    b = torch.where(heads, uniform[1], b_p.view(heads.shape))
+    return first_accepted(t, b, ok)
+
+
+def importance_weights(leaf, total, size, uniform_probability, beta, normalize):
+    """(1/N / P)^beta for slots of values `leaf` (p^alpha) out of `total`, N = `size`
+    transitions, P = (1 - u) leaf / total + u / N; divided by their max with `normalize`."""
+    probability = (1 - uniform_probability) * leaf / total + uniform_probability / size
+    weights = (1.0 / size / probability).pow(beta)
+    return weights / weights.max() if normalize else weights
+
+
 class DeviceUniformSampler:
     """Uniform over valid transitions, with replacement, drawn on the storage's device
     from the torch `generator` (see the module docstring for the rounds)."""
@@ -116,8 +144,9 @@ class DevicePrioritizedSampler(DeviceUniformSampler):
     def max_seen_priority(self):
         return float(self.max_seen)
 
-    def _power(self, p):
-        # 0^alpha must be 0 (0^0 would be 1): a zero priority is never sampled.
+    def leaf_values(self, p):
+        """p^alpha, the value a slot of priority p holds; 0^alpha must be 0 (0^0 would
+        be 1): a zero priority is never sampled."""
         return torch.where(p == 0, 0.0, p.pow(self.priority_exponent))
 
     def added(self, t):
@@ -125,7 +154,7 @@ class DevicePrioritizedSampler(DeviceUniformSampler):
         storage = self.storage
         columns = torch.arange(storage.num_envs, device=storage.device)
         rows = torch.full_like(columns, t)
-        value = storage.can_start(rows, columns).to(torch.float64) * self._power(self.max_seen)
+        value = storage.can_start(rows, columns).to(torch.float64) * self.leaf_values(self.max_seen)
         self.priorities[t * storage.num_envs : (t + 1) * storage.num_envs] = value
 
     def sample_indices(self, batch_size):
@@ -134,19 +163,14 @@ class DevicePrioritizedSampler(DeviceUniformSampler):
         uniform coin; heads gives a valid uniform draw (one per position suffices:
         only the first heads is ever used), tails a slot by priority, kept if valid."""
         storage, g, device = self.storage, self.generator, self.storage.device
-        cumulative = self.priorities.cumsum(0)
-        total = cumulative[-1]
         t_u, b_u, missed = first_valid(self.draw, storage.valid, batch_size)
         shape = (ROUNDS, batch_size)
-        uniform = torch.rand(shape, generator=g, device=device) < self.uniform_sample_probability
-        uniform |= total <= 0
-        targets = torch.rand(shape, generator=g, device=device, dtype=torch.float64) * total
-        slot = torch.searchsorted(cumulative, targets.view(-1), right=True)
-        slot = slot.clamp_(max=cumulative.numel() - 1)
-        t_p, b_p = slot // storage.num_envs, slot % storage.num_envs
-        ok = uniform | (storage.in_window(t_p) & storage.valid(t_p, b_p)).view(shape)
-        t = torch.where(uniform, t_u, t_p.view(shape))
-        t, b, missed_p = first_accepted(t, torch.where(uniform, b_u, b_p.view(shape)), ok)
+        coins = torch.rand(shape, generator=g, device=device)
+        targets = torch.rand(shape, generator=g, device=device, dtype=torch.float64)
+        t, b, missed_p = by_priority(
+            self.priorities.cumsum(0), coins, targets, (t_u, b_u),
+            self.uniform_sample_probability, storage.num_envs, storage.in_window, storage.valid,
+        )  # fmt: skip
         self.misses += missed + missed_p
         return t, b
 
@@ -162,10 +186,11 @@ class DevicePrioritizedSampler(DeviceUniformSampler):
         if not self.storage.can_sample():
             raise RuntimeError("replay holds too few rows to sample")
         t, b = self.sample_indices(batch_size)
-        size = self.storage.size
-        weights = (1.0 / size / self.probabilities(t, b)).pow(self.importance_sampling_exponent)
-        if self.normalize_weights:
-            weights = weights / weights.max()
+        leaf = self.priorities[t * self.storage.num_envs + b]
+        weights = importance_weights(
+            leaf, self.priorities.sum(), self.storage.size, self.uniform_sample_probability,
+            self.importance_sampling_exponent, self.normalize_weights,
+        )  # fmt: skip
         # Checked on the device: a failed check stops the program when the device
         # reaches it (an error on a CPU, a device-side assert on a GPU).
         torch._assert_async(torch.isfinite(weights).all(), "non-finite importance weights")
@@ -181,7 +206,7 @@ class DevicePrioritizedSampler(DeviceUniformSampler):
         )
         torch.maximum(self.max_seen, p.max(), out=self.max_seen)
         # LAST rows never start a transition: they stay at zero.
-        value = torch.where(self.storage.can_start(t, b), self._power(p), 0.0)
+        value = torch.where(self.storage.can_start(t, b), self.leaf_values(p), 0.0)
         self.priorities[t * self.storage.num_envs + b] = value
 
     def state_dict(self):

@@ -142,9 +142,10 @@ class PrioritizedSampler:
         return t, b, weights.astype(np.float32)
 
     def update(self, indices, priorities):
-        """Writes new priorities (e.g. |TD error|) for sampled transitions."""
+        """Writes new priorities (e.g. |TD error|) for sampled transitions; `priorities`
+        as an array or as the learner's tensor (on any device)."""
         t, b = indices
-        priorities = np.asarray(priorities, np.float64)
+        priorities = host_array(priorities)
         self.max_seen_priority = max(self.max_seen_priority, float(priorities.max()))
         # LAST rows never start a transition: they stay at zero.
         can_start = self.storage.can_start(t, b)
@@ -160,13 +161,8 @@ class PrioritizedSampler:
         self.max_seen_priority = float(state["max_seen_priority"])
 
 
-def make_sampler(config, storage, rng, prioritized=PrioritizedSampler):
-    """The uniform sampler, or with --prioritized the `prioritized` class, over `storage`
-    (anything with the interface samplers.py names)."""
-    if not config.prioritized:
-        return UniformSampler(storage, rng)
-    return prioritized(
-        storage, rng, priority_exponent=config.priority_exponent,
-        uniform_sample_probability=config.uniform_sample_probability,
-        normalize_weights=config.normalize_weights,
-    )  # fmt: skip
+def host_array(values):
+    """`values` (a tensor on any device, or an array) as a float64 NumPy array."""
+    if hasattr(values, "detach"):  # a torch tensor: the learner's priorities
+        values = values.detach().cpu().numpy()
+    return np.asarray(values, np.float64)

@@ -20,7 +20,6 @@ sequence starts through `SequenceSlots`, whose rows are storage points: slot (p,
 the sequence starting at row p x interval of column b."""
 
 import math
-import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -31,7 +30,7 @@ from qzoo.replay import frames as row_flags
 from qzoo.replay.batch import to_device
 from qzoo.replay.frames import FIRST, FrameStorage, bytes_per_transition, observation_shape
 from qzoo.replay.replay import Replay
-from qzoo.replay.samplers import PrioritizedSampler, make_sampler
+from qzoo.replay.samplers import PrioritizedSampler
 
 
 class SequenceBatch(NamedTuple):
@@ -302,21 +301,3 @@ class SequenceReplay(Replay):
         p, b, weights = self.sampler.sample(batch_size)
         batch = self.storage.gather(p * self.storage.interval, b)
         return batch._replace(weights=weights, indices=(p, b))
-
-
-def make_sequence_replay(config, info, rng):
-    """R2D1's replay for `config`, drawing from `rng`."""
-    storage = SequenceStorage(
-        config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
-        info.num_actions, config.frame_stack, config.n_steps, config.discount,
-        config.burn_in_steps, config.sequence_steps, config.store_state_interval,
-        config.lstm_size, config.episodic_lives,
-    )  # fmt: skip
-    frame = bytes_per_transition(info.frame_shape, info.frame_dtype, info.num_actions)
-    print(f"r2d1: sequence replay of {storage.num_rows:,} rows x {storage.num_envs} "
-          f"environments, {storage.bytes_per_transition:,.1f} bytes per transition ({frame:,} "
-          f"frame storage + {storage.bytes_per_transition - frame:,.1f} recurrent states, one "
-          f"per {storage.interval} rows)", file=sys.stderr)  # fmt: skip
-    sampler = make_sampler(config, SequenceSlots(storage), rng, SequencePrioritizedSampler)
-    return SequenceReplay(storage, sampler, config.input_priorities, config.priority_eta,
-                          config.value_rescale_eps)  # fmt: skip

@@ -21,7 +21,9 @@ from qzoo.acting import recurrent_policy
 from qzoo.acting.driver import Driver, Parts
 from qzoo.acting.exploration import training_epsilon
 from qzoo.acting.policy import Policy
-from qzoo.acting.schedule import LinearSchedule
+from qzoo.acting.ratio import UpdateSchedule, updates_per_frame
+from qzoo.acting.schedule import LinearSchedule, importance_sampling_schedule
+from qzoo.learning.from_config import make_learner
 from qzoo.learning.learner import Learner
 from qzoo.replay import make_replay
 from qzoo.replay.frames import observation_shape
@@ -60,7 +62,7 @@ def build(config, info=None) -> Run:
     streams = Streams(config.seed, device, replay_device)
     torch.manual_seed(config.seed)  # network initialization only
     obs_shape = observation_shape(info.frame_shape, config.frame_stack)
-    learner = Learner(config, info, obs_shape, device, streams.learner.torch)
+    learner = make_learner(config, info, obs_shape, device, streams.learner.torch)
     if config.ray and not config.offline:
         from qzoo.distributed.driver import RayDriver
 
@@ -69,7 +71,7 @@ def build(config, info=None) -> Run:
     if config.ray:  # the local offline driver over a dataset sharded on Ray
         from qzoo.distributed.offline import OfflineRayDriver
 
-        updates = Updates(config, learner, None)
+        updates = make_updates(config, learner, None)
         parts = Parts(config, info, streams, learner, updates, lambda _: math.nan)
         evaluation = Policy(learner.online, config.tau_samples_policy)
         driver = OfflineRayDriver(parts, evaluation, evaluation)
@@ -86,27 +88,45 @@ def build(config, info=None) -> Run:
 
 def _updates(config, info, streams, learner):
     """The replay (none offline: the driver opens the dataset), the replay log, and the
-    ways an update may run: captured whole (--capture), or with the next batch drawn
-    ahead (uniform host replay, compressed or feeding a GPU: exact, replay/ahead.py)."""
-    replay = captured = ahead = replay_log = None
+    way updates are made: captured whole (--capture), with the next batch drawn ahead
+    (uniform host replay, compressed or feeding a GPU: exact, replay/ahead.py), or
+    plainly."""
+    replay = replay_log = None
     if not config.offline:
         replay = make_replay(config, info, streams.replay.numpy, streams.replay.torch)
     if config.log_replay:
         from qzoo.offline.writer import open_replay_log
 
         replay_log = open_replay_log(config, info)
-    host = config.replay_device == "host" and not config.prioritized and not config.offline
-    if host and (config.replay_compression != "none" or learner.device.type == "cuda"):
-        from qzoo.replay.ahead import SampleAhead
-
-        ahead = SampleAhead()
     if config.capture:
         from qzoo.learning.captured import CapturedUpdate
+        from qzoo.run.fast_updates import CapturedUpdates
 
-        captured = CapturedUpdate(
-            learner, replay, config.batch_size, updates=config.capture_updates
-        )
-    return Updates(config, learner, replay, replay_log, captured, ahead)
+        captured = CapturedUpdate(learner, replay, config.batch_size,
+                                  updates=config.capture_updates)  # fmt: skip
+        return make_updates(config, learner, replay, replay_log, CapturedUpdates,
+                            captured=captured)  # fmt: skip
+    host = config.replay_device == "host" and not config.prioritized and not config.offline
+    if host and (config.replay_compression != "none" or learner.device.type == "cuda"):
+        from qzoo.run.fast_updates import AheadUpdates
+
+        return make_updates(config, learner, replay, replay_log, AheadUpdates)
+    return make_updates(config, learner, replay, replay_log)
+
+
+def make_updates(config, learner, replay, replay_log=None, kind=Updates, **fast):
+    """The update bookkeeping of `config` (`kind`: Updates or one of its fast paths,
+    run/fast_updates.py, with their own arguments `fast`)."""
+    return kind(
+        learner, replay, UpdateSchedule(updates_per_frame(config),
+                                        config.target_network_update_period),
+        batch_size=config.batch_size,
+        min_replay_size=0 if config.offline else config.min_replay_size,
+        action_repeats=config.action_repeats, target_update_tau=config.target_update_tau,
+        target_count_updates=config.target_count_updates,
+        importance_sampling=importance_sampling_schedule(config) if config.prioritized else None,
+        checkpoint_replay=config.checkpoint_replay, replay_log=replay_log, **fast,
+    )  # fmt: skip
 
 
 def _policies(config, learner):
@@ -140,11 +160,11 @@ def make_driver(parts, policy, evaluation):
         from qzoo.acting.asynchronous import AsyncDriver
 
         return AsyncDriver(parts, policy, evaluation)
-    if config.acting == "alternating":
-        from qzoo.acting.alternating import AlternatingActor
-        from qzoo.acting.serial import SerialDriver
-
-        return SerialDriver(parts, policy, evaluation, actor_class=AlternatingActor)
+    from qzoo.acting.from_config import serial_parts
     from qzoo.acting.serial import SerialDriver
 
-    return SerialDriver(parts, policy, evaluation)  # serial, or parallel
+    if config.acting == "alternating":
+        from qzoo.acting.alternating import AlternatingActor
+
+        return SerialDriver(**serial_parts(parts, policy, evaluation, AlternatingActor))
+    return SerialDriver(**serial_parts(parts, policy, evaluation))  # serial, or parallel

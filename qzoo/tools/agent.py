@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from qzoo.acting.policy import evaluation_policy
+from qzoo.acting.from_config import evaluation_policy
 from qzoo.envs.atari import PROTOCOLS
 from qzoo.networks import draws
 from qzoo.replay.frames import observation_shape

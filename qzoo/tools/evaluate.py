@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from qzoo import envs
-from qzoo.acting.policy import evaluation_policy
+from qzoo.acting.from_config import evaluation_policy
 from qzoo.configuration import option
 from qzoo.configuration.values import Int
 from qzoo.envs.scores import normalized_return

@@ -165,6 +165,7 @@ class ActWork(Work):
 
     def __init__(self, config):
         from qzoo.acting.actor import Actor
+        from qzoo.acting.from_config import acting_of, in_process
         from qzoo.acting.policy import Policy
         from qzoo.networks.network import make_network
         from qzoo.replay.frames import observation_shape
@@ -174,8 +175,8 @@ class ActWork(Work):
         network = make_network(config, info, observation_shape(info.frame_shape,
                                                                 config.frame_stack)).eval()  # fmt: skip
         policy = Policy(network, config.tau_samples_policy)
-        self.actor = Actor(config, info, policy, Streams(config.seed).evaluation,
-                           lambda _: 0.0, eval_mode=True)  # fmt: skip
+        self.actor = Actor(acting_of(config), info, policy, Streams(config.seed).evaluation,
+                           lambda _: 0.0, in_process(config), eval_mode=True)  # fmt: skip
         self.actor.start()
 
     def run(self, steps):

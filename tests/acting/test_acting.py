@@ -16,13 +16,14 @@ from helpers import TINY
 from qzoo.acting import pinning
 from qzoo.acting.actor import Actor
 from qzoo.acting.exploration import decorrelate, final_epsilons, training_epsilon
+from qzoo.acting.from_config import acting_of, in_process
 from qzoo.acting.policy import Policy
 from qzoo.acting.ratio import RatioGate, UpdateSchedule, updates_per_frame
 from qzoo.acting.schedule import LinearSchedule
 from qzoo.cli.main import main
 from qzoo.configuration import make_config
 from qzoo.envs import EnvStep, first_step
-from qzoo.learning.learner import Learner
+from qzoo.learning.from_config import make_learner
 from qzoo.run import checkpoint
 from qzoo.run.trainer import WALL_CLOCK_COLUMNS, Trainer
 from qzoo.streams import Streams
@@ -132,8 +133,8 @@ def test_each_environment_explores_with_its_own_epsilon():
     config = cartpole(num_envs=3)
     info = Trainer(config).info
     epsilons = np.array([0.0, 0.5, 1.0])
-    actor = Actor(config, info, Policy(_PrefersAction0(), 1), Streams(3, "cpu").actor,
-                  lambda _: epsilons)  # fmt: skip
+    actor = Actor(acting_of(config), info, Policy(_PrefersAction0(), 1), Streams(3, "cpu").actor,
+                  lambda _: epsilons, in_process(config))  # fmt: skip
     actor.start()
     actions = np.array([actor.step()[0].action for _ in range(400)])
     actor.stop()
@@ -181,7 +182,7 @@ def test_decorrelated_training_stores_valid_transitions_and_logs_per_env_epsilon
     )
     assert_cartpole_transitions(trainer.replay)
     # The row shows the mean of the per-environment epsilons.
-    expected = np.mean(trainer.driver.parts.train_epsilon(trainer.frame_t))
+    expected = np.mean(trainer.driver.train_epsilon(trainer.frame_t))
     assert float(rows[1]["train_exploration_epsilon"]) == pytest.approx(expected)
 
 
@@ -191,7 +192,7 @@ def test_decorrelated_training_stores_valid_transitions_and_logs_per_env_epsilon
 def test_soft_target_update_by_hand():
     config = cartpole()
     info = Trainer(config).info
-    learner = Learner(config, info, (4,), "cpu", torch.Generator().manual_seed(0))
+    learner = make_learner(config, info, (4,), "cpu", torch.Generator().manual_seed(0))
     with torch.no_grad():
         for p in learner.online.parameters():
             p.fill_(1.0)

@@ -12,6 +12,7 @@ import torch
 from qzoo import envs
 from qzoo.acting.actor import Actor
 from qzoo.acting.batches import BatchActor, ColumnQueues
+from qzoo.acting.from_config import acting_of
 from qzoo.acting.policy import Policy
 from qzoo.cli.main import main
 from qzoo.configuration import make_config
@@ -73,13 +74,13 @@ def _act(config, steps, epsilons):
     info = envs.describe(config)
     made = []
 
-    def make_env(config, n, seed, eval_mode=False):
+    def make_env(n, eval_mode=False):
         made.append(_Seeded(config.env, n, config.env_batch_size, config))
         return made[-1]
 
     policy = _Recording(_Flat(info.num_actions))
-    actor = BatchActor(config, info, policy, Streams(7, "cpu").actor, lambda _: epsilons,
-                       make_env=make_env)  # fmt: skip
+    actor = BatchActor(acting_of(config), info, policy, Streams(7, "cpu").actor,
+                       lambda _: epsilons, make_env=make_env)  # fmt: skip
     actor.start()
     rows, ids = [], []
     for _ in range(steps):
@@ -179,14 +180,17 @@ def test_a_batch_of_all_environments_gives_the_synchronous_rows():
     info = envs.describe(config)
     rows = {}
 
-    def synchronous(config, n, seed, eval_mode=False):  # ale-py's no-op draws, none redrawn
+    def synchronous(n, eval_mode=False):  # ale-py's no-op draws, none redrawn
         return AtariVector("breakout", n, config, batch_size=n)
 
+    def batches(n, eval_mode=False):
+        return make_batches(config, n, config.seed, eval_mode)
+
     for actor_class in (Actor, BatchActor):
-        make_env = make_batches if actor_class is BatchActor else synchronous
+        make_env = batches if actor_class is BatchActor else synchronous
         policy = Policy(_Flat(info.num_actions), 1)
-        actor = actor_class(config, info, policy, Streams(3, "cpu").actor, lambda _: 0.5,
-                            make_env=make_env)  # fmt: skip
+        actor = actor_class(acting_of(config), info, policy, Streams(3, "cpu").actor,
+                            lambda _: 0.5, make_env=make_env)  # fmt: skip
         actor.start()
         steps = [actor.step() for _ in range(150)]
         stats = actor.stop()

@@ -7,6 +7,7 @@ import types
 import numpy as np
 
 from qzoo.acting.actor import Actor
+from qzoo.acting.from_config import acting_of
 from qzoo.acting.serial import run_phase
 from qzoo.configuration import make_config
 from qzoo.envs import EnvStep, first_step
@@ -60,8 +61,8 @@ def evaluate(env, eval_frames, finish):
     config = make_config("dqn", "CartPole-v1", "gym", {"num_envs": env.num_envs,
                                                        "frame_stack": 1})  # fmt: skip
     stream = types.SimpleNamespace(numpy=np.random.default_rng(0), torch=None)
-    actor = Actor(config, env.info, FirstAction(), stream, lambda _: 0.0, eval_mode=True,
-                  make_env=lambda *args, **kwargs: env)  # fmt: skip
+    actor = Actor(acting_of(config), env.info, FirstAction(), stream, lambda _: 0.0,
+                  make_env=lambda *args: env, eval_mode=True)  # fmt: skip
     return run_phase(actor, eval_frames, None, lambda: 0, finish_episodes=finish)
 
 

@@ -13,8 +13,9 @@ from helpers import TINY
 from qzoo import envs
 from qzoo.acting.prefetch import Prefetcher
 from qzoo.configuration import make_config
-from qzoo.learning.objectives import make_objective
+from qzoo.learning.from_config import make_objective
 from qzoo.learning.precision import autocast
+from qzoo.learning.prefetched import PrefetchedTargets
 from qzoo.networks.network import make_network
 from qzoo.run.trainer import Trainer
 
@@ -24,14 +25,12 @@ SMALL = {**TINY, "num_envs": 4}
 @pytest.mark.parametrize("agent", ["dqn", "double_q", "prioritized", "c51", "qrdqn",
                                    "ensemble", "rem"])  # fmt: skip
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
-def test_a_batch_carrying_its_targets_gives_the_same_loss_priorities_and_gradients(
-    agent, precision
-):
+def test_targets_computed_ahead_give_the_same_loss_priorities_and_gradients(agent, precision):
     config = make_config(agent, "CartPole-v1", "gym", {"precision": precision})
     info = envs.describe(config)
     online = make_network(config, info, (4,))
     target = make_network(config, info, (4,))  # other weights than online's
-    objective = make_objective(config)
+    objective = PrefetchedTargets(make_objective(config))
     rng = np.random.default_rng(0)
     batch = types.SimpleNamespace(
         s_tm1=torch.as_tensor(rng.normal(size=(16, 4)), dtype=torch.float32),
@@ -39,7 +38,6 @@ def test_a_batch_carrying_its_targets_gives_the_same_loss_priorities_and_gradien
         r_t=torch.as_tensor(rng.normal(size=16), dtype=torch.float32),
         discount_t=torch.full((16,), 0.99),
         s_t=torch.as_tensor(rng.normal(size=(16, 4)), dtype=torch.float32),
-        target_t=None,
     )
 
     def outcome(batch):
@@ -53,14 +51,19 @@ def test_a_batch_carrying_its_targets_gives_the_same_loss_priorities_and_gradien
     computed_here = outcome(batch)
     with torch.no_grad(), autocast(precision, "cpu"):
         target_t = target(batch.s_t)
-    prefetched = outcome(types.SimpleNamespace(**{**vars(batch), "target_t": target_t}))
+    objective.remember(batch.s_t, target_t)
+    prefetched = outcome(batch)
+    assert objective.known(batch.s_t) is None  # used once
     for a, b in zip(computed_here, prefetched, strict=True):
         assert torch.equal(a, b)
-    # And they are used: another network's outputs in their place change the loss.
+    # And they are used: another network's outputs in their place change the loss; for
+    # another tensor (even of the same values) they are not.
     with torch.no_grad(), autocast(precision, "cpu"):
         wrong_t = online(batch.s_t)
-    wrong = outcome(types.SimpleNamespace(**{**vars(batch), "target_t": wrong_t}))
-    assert not torch.equal(wrong[0], computed_here[0])
+    objective.remember(batch.s_t, wrong_t)
+    assert not torch.equal(outcome(batch)[0], computed_here[0])
+    objective.remember(batch.s_t.clone(), wrong_t)
+    assert torch.equal(outcome(batch)[0], computed_here[0])
 
 
 def test_no_batch_comes_back_with_the_targets_of_a_replaced_target_network():
@@ -81,12 +84,13 @@ def test_no_batch_comes_back_with_the_targets_of_a_replaced_target_network():
                 prefetcher.update_target(1.0)
             batch = prefetcher.get()
             assert batch.s_t.shape == (config.batch_size, 4)
-            if batch.target_t is None:  # made before the last copy: left to the learner
+            target_t = learner.objective.known(batch.s_t)
+            if target_t is None:  # made before the last copy: left to the learner
                 recomputed += 1
                 continue
             reused += 1
             with torch.no_grad():
-                assert torch.equal(batch.target_t.q_values, learner.target(batch.s_t).q_values)
+                assert torch.equal(target_t.q_values, learner.target(batch.s_t).q_values)
     finally:
         prefetcher.stop()
     # The batch waiting in the queue at each copy was made before it; the others after.
@@ -121,10 +125,13 @@ def test_target_copies_racing_the_thread_never_leave_a_replaced_networks_targets
                         p.mul_(1.01)
                 prefetcher.update_target(1.0)
             batch = prefetcher.get()
-            if batch.target_t is not None:
+            target_t = learner.objective.known(batch.s_t)
+            if target_t is not None:
                 reused += 1
                 with torch.no_grad():
-                    assert torch.equal(batch.target_t.q_values, learner.target(batch.s_t).q_values)
+                    assert torch.equal(target_t.q_values, learner.target(batch.s_t).q_values)
+                learner.objective(learner.online, learner.target, batch.to("cpu"),
+                                  torch.Generator())  # fmt: skip
     finally:
         prefetcher.stop()
     assert reused > 0

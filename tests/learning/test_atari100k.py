@@ -101,10 +101,10 @@ def test_shift_offsets_per_batch_shift_every_image_alike():
                     .flatten().tolist()) for k in range(40)}  # fmt: skip
     assert len(varied) > 20  # the offset itself is random: one of 81
     from qzoo import envs
-    from qzoo.learning.learner import Learner
+    from qzoo.learning.from_config import make_learner
 
     config = build_config("drq_eps", {"env": "pong", "shift_offsets": "batch"})
-    learner = Learner(config, envs.describe(config), (4, 84, 84), torch.device("cpu"),
+    learner = make_learner(config, envs.describe(config), (4, 84, 84), torch.device("cpu"),
                       torch.Generator())  # fmt: skip
     assert (learner.objective.kind, learner.objective.per) == ("shift_intensity", "batch")
 

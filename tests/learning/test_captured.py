@@ -18,9 +18,9 @@ from helpers import SMALL_HEADS, filled, no_host_sync, rows, window_slots
 from qzoo.cli.main import main
 from qzoo.configuration import build_config
 from qzoo.learning.captured import CapturedUpdate
-from qzoo.learning.learner import Learner
+from qzoo.learning.from_config import make_learner
 from qzoo.replay import Replay
-from qzoo.replay.device import DevicePrioritizedSampler, DeviceUniformSampler
+from qzoo.replay.device_samplers import DevicePrioritizedSampler, DeviceUniformSampler
 from qzoo.run import checkpoint
 from qzoo.run.trainer import Trainer
 
@@ -161,7 +161,7 @@ def test_nothing_in_the_update_copies_to_the_host(agent, extra):
 def _captured_over(storage, prioritized, options=None):
     """A captured update (eager) over `storage`, for its draws alone."""
     config = build_config("dqn", {"env": "CartPole-v1", "mlp_hidden": "8", "threads": "1"})
-    learner = Learner(config, _Info(), (storage.stack, 2), "cpu", torch.Generator())
+    learner = make_learner(config, _Info(), (storage.stack, 2), "cpu", torch.Generator())
     generator = torch.Generator().manual_seed(4)
     sampler = (DevicePrioritizedSampler(storage, generator, **options) if prioritized
                else DeviceUniformSampler(storage, generator))  # fmt: skip

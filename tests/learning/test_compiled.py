@@ -185,13 +185,14 @@ def test_graph_update_equals_the_optimizer_step(kind):
     each optimizer's step with global-norm clipping: the same parameters and state (in
     the same format, so one checkpoint) as clip + `optimizer.step()`, over 5 steps."""
     from qzoo.learning import optim
+    from qzoo.learning.from_config import make_optimizer
 
     config = build_config("dqn", {"env": "CartPole-v1", "optimizer": kind})
     torch.manual_seed(0)
     shapes = [(16, 4), (16,), (2, 16)]
     eager = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
     graph = [torch.nn.Parameter(p.detach().clone()) for p in eager]
-    opt_eager, opt_graph = optim.make_optimizer(config, eager), optim.make_optimizer(config, graph)
+    opt_eager, opt_graph = make_optimizer(config, eager), make_optimizer(config, graph)
     update_ = optim.graph_update(opt_graph, max_global_grad_norm=1.0)
     for _ in range(5):
         grads = [torch.randn(s) for s in shapes]

@@ -11,12 +11,12 @@ import torch
 from qzoo.configuration import make_config
 from qzoo.envs import EnvInfo
 from qzoo.learning import losses
+from qzoo.learning.from_config import make_objective
 from qzoo.learning.objectives import (
     EnsembleQLearning,
     QLearning,
     QuantileQLearning,
     REMQLearning,
-    make_objective,
 )
 from qzoo.networks.heads import NetworkOutputs, mix_heads, random_convex_combination
 from qzoo.networks.network import SeparateNetworks, make_network

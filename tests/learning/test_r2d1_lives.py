@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from qzoo.acting.actor import Actor
+from qzoo.acting.from_config import acting_of
 from qzoo.acting.recurrent_policy import RecurrentInfo
 from qzoo.configuration import build_config, make_config
 from qzoo.envs import EnvStep, first_step
@@ -101,8 +102,8 @@ def _acted(config, eval_mode):
     info = EnvInfo("lives", "gym", 2, (1,), np.float32, None)
     policy = Recording()
     stream = types.SimpleNamespace(numpy=np.random.default_rng(0), torch=None)
-    actor = Actor(config, info, policy, stream, lambda _: 0.0, eval_mode=eval_mode,
-                  make_env=lambda *args, **kwargs: Lives())  # fmt: skip
+    actor = Actor(acting_of(config), info, policy, stream, lambda _: 0.0,
+                  make_env=lambda *args: Lives(), eval_mode=eval_mode)  # fmt: skip
     actor.start()
     for _ in range(5):
         actor.step()

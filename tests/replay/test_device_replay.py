@@ -12,7 +12,8 @@ from helpers import GAMMA, cartpole_config, filled, pair, random_rows, rows, win
 from qzoo.cli.main import main
 from qzoo.configuration import build_config
 from qzoo.replay import FrameStorage, PrioritizedSampler, Replay, Row, UniformSampler
-from qzoo.replay.device import DeviceFrameStorage, DevicePrioritizedSampler, DeviceUniformSampler
+from qzoo.replay.device import DeviceFrameStorage
+from qzoo.replay.device_samplers import DevicePrioritizedSampler, DeviceUniformSampler
 from qzoo.run import checkpoint
 
 

@@ -6,7 +6,7 @@ import types
 import pytest
 
 from qzoo.configuration import build_config
-from qzoo.run.updates import Updates
+from qzoo.run.factory import make_updates
 
 
 class Counting:
@@ -35,7 +35,7 @@ def copies_in(config, frames, step):
     """Update counts at each target copy over `frames` frames acted `step` at a time,
     the replay holding one transition per action_repeats frames."""
     counting = Counting()
-    updates = Updates(config, counting, counting)
+    updates = make_updates(config, counting, counting)
     for frame in range(0, frames, step):
         counting.size = (frame + step) // config.action_repeats
         updates.learn_due(frame, frame + step)

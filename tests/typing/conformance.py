@@ -9,7 +9,8 @@ from qzoo.acting.process import ProcessDriver
 from qzoo.acting.serial import SerialDriver
 from qzoo.distributed.driver import RayDriver
 from qzoo.distributed.offline import OfflineRayDriver
-from qzoo.learning.objectives import OBJECTIVES, Objective
+from qzoo.learning.from_config import OBJECTIVES
+from qzoo.learning.objectives import Objective
 from qzoo.offline.driver import OfflineDriver
 from qzoo.offline.storage import CheckpointPerBatchSampler, DatasetStorage
 from qzoo.replay.compressed import CompressedFrameStorage
