@@ -14,7 +14,7 @@ Rewards are the environment's own (summed over the action repeats, not clipped);
 `info["life_loss"]` is the protocol's life-loss signal (DQN Zoo's protocol only)."""
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -26,7 +26,7 @@ from qzoo.replay.frames import FrameStacker, observation_shape
 class AgentEnv(gymnasium.Env):
     """qzoo's vector environment of one, stacked, behind reset() and step()."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata = {"render_modes": []}  # noqa: RUF012  (gymnasium.Env's own attribute)
 
     def __init__(self, config: Any, info: Any, protocol: str | None = None,
                  seed: int | None = None) -> None:  # fmt: skip
