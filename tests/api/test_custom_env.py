@@ -211,8 +211,10 @@ def test_names_of_callables_no_other_process_can_make(tmp_path):
     result = qzoo.train(config, run_dir=str(tmp_path / "run"), progress=False)
     assert len(result.rows) == 3
     status, _, err = qzoo_cli("eval", tmp_path / "run", cwd=tmp_path)
-    assert status == 2 and err.startswith("qzoo: error: --env: bad value functools:partial#1; "
-                                          "expected an environment this process can make")
+    assert status == 2 and err.startswith(
+        "qzoo: error: --env: bad value functools:partial#1; "
+        "expected an environment this process can make"
+    )
 
 
 def test_what_config_refuses_and_accepts_from_python():
@@ -232,4 +234,5 @@ def test_what_config_refuses_and_accepts_from_python():
     with pytest.raises(qzoo.ConfigError, match="--batch-size: bad value 32.5"):
         qzoo.config("dqn", env="CartPole-v1", batch_size=32.5)
     assert default_run_dir(qzoo.config("dqn", env=Corridor)) == os.path.join(
-        "runs", "dqn-test_custom_env_Corridor-1")
+        "runs", "dqn-test_custom_env_Corridor-1"
+    )

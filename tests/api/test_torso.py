@@ -151,5 +151,7 @@ def test_a_torso_of_the_training_script_is_named_where_it_is_missing(tmp_path):
     done = subprocess.run([sys.executable, "-m", "qzoo", "eval", "run"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 2
-    assert done.stderr.startswith("qzoo: error: the run's torso 'in_script' is not registered "
-                                  "in this process: import the module that registers it")
+    assert done.stderr.startswith(
+        "qzoo: error: the run's torso 'in_script' is not registered "
+        "in this process: import the module that registers it"
+    )
