@@ -63,9 +63,9 @@ def _available_tools():
     return found
 
 
-def train_command(argv, on_row=None):
-    """`qzoo train AGENT [options]`: parse, check everything, then train (`on_row`: see
-    run_folder.train; qzoo tune's trials report each row to the pruner)."""
+def train_command(argv, on_row=None, resume_line=True):
+    """`qzoo train AGENT [options]`: parse, check everything, then train (`on_row`,
+    `resume_line`: see run_folder.train; qzoo tune's trials report each row to the pruner)."""
     from qzoo.run import threads
 
     first = argv[0] if argv and not argv[0].startswith("-") else None
@@ -85,7 +85,7 @@ def train_command(argv, on_row=None):
 
     run_dir, notes = config.run_dir or config_lib.default_run_dir(config), []
     threads.apply(config, thread_record.saved_threads(run_dir), notes)  # a resume keeps its count
-    run_folder.train(config, notes=notes, on_row=on_row)
+    run_folder.train(config, notes=notes, on_row=on_row, resume_line=resume_line)
 
 
 def agents():

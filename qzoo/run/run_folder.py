@@ -54,12 +54,13 @@ OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before for
 
 # {"threads": N, "device": "cpu" or "cuda"}: the count a start ran with, which an auto
 # resume keeps (threads.py). Not in config.json, whose `threads` is what the user asked.
-def train(config, accept_changes=None, notes=(), on_row=None):
+def train(config, accept_changes=None, notes=(), on_row=None, resume_line=True):
     """Trains `config` in its run folder (config.run_dir, or runs/<agent>-<env>-<seed>),
     resuming it when it holds a checkpoint; see the module docstring. `notes` are
     printed to stderr once the run has passed every check (threads.apply's).
     `on_row(row)` is called after each iteration's row is saved (qzoo tune reports it
-    to its pruner; an exception it raises stops the run at that saved checkpoint).
+    to its pruner; an exception it raises stops the run at that saved checkpoint;
+    `resume_line` False: an interrupt prints no resume command, qzoo tune says its own).
 
     `accept_changes`: names of ACCEPTABLE options that may differ from the saved run
     (default: config.accept_changes when Config has that field). Raises UserError for
@@ -93,7 +94,9 @@ def train(config, accept_changes=None, notes=(), on_row=None):
                 run.start()
             except KeyboardInterrupt:
                 run.write_results_after_interrupt()
-                if run.rows:
+                if not resume_line:  # the caller says how to continue (qzoo tune)
+                    pass
+                elif run.rows:
                     command = resume_command(run_dir)
                     print(f"qzoo: interrupted; resume with: {command}", file=sys.stderr)
                 else:
