@@ -9,6 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
+from helpers import replacing
 
 from qzoo.cli.main import main
 from qzoo.config import build_config
@@ -226,8 +227,8 @@ def test_log_replay_into_a_file_is_refused_naming_the_option(tmp_path, capsys):
     afile = tmp_path / "afile"
     afile.write_text("mine")
     run_dir = tmp_path / "run"
-    online = [*TRAIN, "--train-frames", "1200", "--replay-capacity", "3000",
-              "--min-replay-capacity-fraction", "0.1", "--run-dir", str(run_dir)]  # fmt: skip
+    online = replacing(TRAIN, ["--train-frames", "1200", "--replay-capacity", "3000",
+                               "--min-replay-capacity-fraction", "0.1", "--run-dir", str(run_dir)])  # fmt: skip
     assert main([*online, "--log-replay", str(afile)]) == 2
     one_error_line(capsys.readouterr().err,
                    f"--log-replay {afile}: it is a file; expected a folder")  # fmt: skip
@@ -258,7 +259,7 @@ def test_a_damaged_staging_file_is_one_line_and_rebuilt_once_deleted(tmp_path, c
     staged = data / ".staging" / "observation.npy"
     with open(staged, "r+b") as f:
         f.truncate(1000)
-    more = [*argv, "--iterations", "2", "--accept-changes", "iterations"]
+    more = replacing(argv, ["--iterations", "2", "--accept-changes", "iterations"])
     capsys.readouterr()
     assert main(more) == 2
     one_error_line(capsys.readouterr().err, str(staged), "is truncated or corrupt",

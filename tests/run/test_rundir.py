@@ -19,6 +19,7 @@ import time
 
 import pytest
 import torch
+from helpers import replacing
 
 from qzoo.cli.main import main
 from qzoo.errors import Diverged
@@ -32,7 +33,7 @@ MORE = ["--iterations", "2", "--accept-changes", "iterations"]  # one more itera
 
 
 def train(run_dir, *extra, agent="dqn"):
-    return main(["train", agent, *ARGS, "--run-dir", str(run_dir), *extra])
+    return main(["train", agent, "--run-dir", str(run_dir), *replacing(ARGS, extra)])
 
 
 @pytest.fixture(scope="module")
@@ -324,8 +325,8 @@ def test_kill_during_a_save_keeps_the_checkpoint_and_the_next_start_cleans_up(ru
 def test_second_run_is_refused_naming_the_holder_and_a_killed_runs_lock_blocks_nothing(
     run_dir, capsys
 ):
-    command = [sys.executable, "-m", "qzoo", "train", "dqn", *ARGS, "--run-dir", str(run_dir),
-               "--iterations", "1000", "--accept-changes", "iterations"]  # fmt: skip
+    command = [sys.executable, "-m", "qzoo", "train", "dqn", "--run-dir", str(run_dir),
+               *replacing(ARGS, ["--iterations", "1000", "--accept-changes", "iterations"])]  # fmt: skip
     holder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 120
