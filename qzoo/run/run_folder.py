@@ -227,6 +227,11 @@ class _Run:
             check_new_folder(self.config.log_replay)
         saved = state["config"] if state is not None else saved_json
         accepted = self.check_same_run(saved, current, state is not None) if saved else []
+        if self.rows and self.config.iterations < self.rows[-1]["iteration"]:  # never undone
+            raise UserError(
+                f"--iterations: bad value {self.config.iterations}; expected at least the "
+                f"{self.rows[-1]['iteration']} iterations the run in {self.run_dir} has trained"
+            )
         if state is not None and saved_json is not None:
             # config.json may differ from the checkpoint in what a resume may change: a
             # start writes it before its first save (an accepted change that a kill cut

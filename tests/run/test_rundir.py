@@ -4,10 +4,12 @@ line, exit code 2, and leaves the folder exactly as it was."""
 
 import dataclasses
 import errno
+import fcntl
 import json
 import math
 import os
 import pickle
+import re
 import shlex
 import shutil
 import signal
@@ -21,6 +23,7 @@ import pytest
 import torch
 from helpers import replacing
 
+from qzoo.cli import resume
 from qzoo.cli.main import main
 from qzoo.errors import Diverged
 from qzoo.run import checkpoint, checks
@@ -181,6 +184,20 @@ def same(run_dir):
     return run_dir
 
 
+def model_folder(run_dir):
+    """A model folder `qzoo export` wrote (config.json, results.csv and no checkpoint)."""
+    assert main(["export", str(run_dir), str(run_dir.parent / "model")]) == 0
+    return run_dir.parent / "model"
+
+
+def busy(run_dir):
+    """The folder's lock held, as by a run in another process (flock: per open file)."""
+    fd = os.open(run_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, b"pid 1 on host elsewhere\n")
+    return run_dir
+
+
 BAD_RESUMES = {
     "edited seed": (edit_json("config.json", seed=2), [], "config.json was edited (seed: 2 "),
     "edited lr": (edit_json("config.json", learning_rate=1.0), [], "learning_rate: 1.0 instead"),
@@ -209,6 +226,10 @@ BAD_RESUMES = {
     "foreign folder": (foreign_folder, [], "holds files qzoo did not write (notes.txt)"),
     "run folder is a file": (a_file, [], "is a file, not a folder"),
     "under a file": (under_a_file, [], "run/sub: Not a directory"),
+    # Issue 34 #8: was taken for a half-made run ("delete its config.json", "move
+    # results.csv away"), advice that mixes a run into the model folder.
+    "model folder": (model_folder, [], "model is a model folder (`qzoo export` wrote it), not"),
+    "busy": (busy, [], "is in use by pid 1 on host elsewhere; wait for it to end or stop it"),
 }
 
 
@@ -223,6 +244,49 @@ def test_bad_resume_is_refused_and_changes_nothing(case, run_dir, capsys):
     assert message in err
     assert snapshot(run_dir.parent) == before
     assert not (run_dir.parent / "pwned").exists()  # no pickle ever ran
+
+
+# Options `qzoo resume` takes: its messages name no other (issue 34 #5, #6: they advised
+# "another --run-dir", and named options of a config.json edit as if typed).
+RESUME_TAKES = {"--" + n.replace("_", "-") for n in resume.OPTIONS}
+
+
+# Those whose refusal comes from the command (dqn), not the folder: `qzoo resume`
+# resumes the c51 run the checkpoint holds.
+FROM_THE_COMMAND = ("checkpoint of c51",)
+
+
+@pytest.mark.parametrize("case", [c for c, (_, extra, _) in BAD_RESUMES.items()
+                                  if not extra and c not in FROM_THE_COMMAND])  # fmt: skip
+def test_bad_resume_by_qzoo_resume_names_only_its_own_options(case, run_dir, capsys):
+    prepare, _, _ = BAD_RESUMES[case]
+    target = prepare(run_dir)
+    before = snapshot(run_dir.parent)
+    capsys.readouterr()
+    assert main(["resume", str(target)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert set(re.findall(r"--[a-z][a-z-]*", line)) <= RESUME_TAKES, line
+    assert snapshot(run_dir.parent) == before
+    assert not (run_dir.parent / "pwned").exists()
+
+
+def test_fewer_iterations_than_trained_are_refused_and_change_nothing(run_dir, capsys):
+    """Issue 34 #4: `qzoo resume RUN --iterations 1` on a run of 2 said "RUN is complete
+    (1 iterations)" and rewrote config.json, after which the run's own command was
+    refused."""
+    assert train(run_dir, *MORE) == 0  # iterations 0, 1 and 2
+    before = snapshot(run_dir.parent)
+    capsys.readouterr()
+    expected = (f"qzoo: error: --iterations: bad value 1; expected at least the 2 iterations "
+                f"the run in {run_dir} has trained")  # fmt: skip
+    assert main(["resume", str(run_dir), "--iterations", "1"]) == 2
+    assert one_error_line(capsys.readouterr().err) == expected
+    assert train(run_dir, "--iterations", "1", "--accept-changes", "iterations") == 2
+    assert one_error_line(capsys.readouterr().err) == expected
+    assert snapshot(run_dir.parent) == before
+    assert train(run_dir, *MORE) == 0  # the run's own command: complete, as it was
+    assert f"{run_dir} is complete (2 iterations)" in capsys.readouterr().err
+    assert main(["resume", str(run_dir), "--iterations", "2"]) == 0
 
 
 def test_a_deleted_config_json_is_rewritten_from_the_checkpoint(run_dir):
