@@ -41,9 +41,8 @@ def load_run(run_dir, iteration=None, device="cpu"):
     folder (`qzoo export`) holds one network: that of the iteration it was exported at."""
     path = os.path.join(run_dir, CHECKPOINT)
     if not os.path.isdir(run_dir):
-        raise UserError(
-            f"run folder {run_dir!r} does not exist; expected a folder `qzoo train` wrote"
-        )
+        what = "is a file, not a folder" if os.path.exists(run_dir) else "does not exist"
+        raise UserError(f"run folder {run_dir!r} {what}; expected a folder `qzoo train` wrote")
     if model_folder.is_model_folder(run_dir):
         return _load_model_folder(run_dir, iteration, device)
     if not os.path.exists(path):
