@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 
 import numpy as np
 import torch
@@ -57,6 +58,23 @@ def check_is_a_run_folder(run_dir):
             f"run folder {run_dir} holds files qzoo did not write ({', '.join(foreign[:3])}"
             f"{', ...' if len(foreign) > 3 else ''}) and no run; pass a new or empty --run-dir"
         )
+
+
+def remove_added(run_dir, found):
+    """Removes what a start that saved no checkpoint added to `run_dir` (`found`: the
+    names there when it started): its config.json, checkpoints/threads.json, TensorBoard
+    files, ..., so that nothing says there is a run, and another command may start one."""
+    try:
+        added = sorted(set(os.listdir(run_dir)) - set(found))
+    except OSError:
+        return
+    for name in added:
+        path = os.path.join(run_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def remove_temporary_files(run_dir):

@@ -106,8 +106,12 @@ def train(config, accept_changes=None, notes=(), on_row=None, resume_line=True):
     except KeyboardInterrupt:
         if created and not (run and run.rows):  # this command's folder, no run in it yet
             shutil.rmtree(run_dir, ignore_errors=True)
+        elif run and not run.rows:  # a user's folder: what this start wrote goes
+            folder.remove_added(run_dir, run.found)
         raise
     except UserError:
+        if run and not run.rows:  # no checkpoint saved: what this start wrote goes
+            folder.remove_added(run_dir, run.found)
         if created:  # a refused new run leaves no empty folder behind (rmdir: if empty)
             with contextlib.suppress(OSError):
                 os.rmdir(run_dir)
@@ -128,6 +132,7 @@ class _Run:
         self.accepted = []  # messages on the changes --accept-changes let through
         self.pending = None  # (rows, inode of the checkpoint before) during a save
         self.checked = False  # whether the folder passed every check: it may be written
+        self.found = set(os.listdir(run_dir))  # what a start that saves nothing leaves
 
     def write_results_after_interrupt(self):
         """results.csv from the checkpoint's rows, after a Ctrl-C that may have fallen

@@ -453,6 +453,23 @@ def test_ctrl_c_before_a_new_runs_first_checkpoint_leaves_no_folder(tmp_path, mo
     assert train(tmp_path / "mine") == 130 and (tmp_path / "mine").is_dir()
 
 
+def test_a_failure_before_the_first_checkpoint_leaves_a_users_folder_as_it_was(
+    tmp_path, monkeypatch, capsys
+):
+    """A new run that stops with an error before its first checkpoint (here the disk, in
+    iteration 0) saved nothing: its config.json and threads.json go, as on Ctrl-C."""
+
+    def failing(self, progress=None):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(loop.Trainer, "run_iteration", failing)
+    (tmp_path / "run").mkdir()
+    assert train(tmp_path / "run") == 2
+    line = one_error_line(capsys.readouterr().err, alone=False)
+    assert line.endswith(": Input/output error; no checkpoint had been saved yet")
+    assert os.listdir(tmp_path / "run") == []
+
+
 def test_ctrl_c_right_after_a_save_still_leaves_its_rows_in_results_csv(run_dir, monkeypatch):
     save = checkpoint.save
 
