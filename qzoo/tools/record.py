@@ -15,14 +15,16 @@ RUN/videos/iteration-K.mp4.
 
 import dataclasses
 import os
-import tempfile
+import sys
 
 import numpy as np
 
 from qzoo.config import option
 from qzoo.config.values import Bool, Int
 from qzoo.errors import UserError
+from qzoo.files import held_temporary, remove_stale
 from qzoo.run import threads, tracking
+from qzoo.signals import deferred
 from qzoo.terminal import progress_bar
 from qzoo.tools import args as args_lib
 from qzoo.tools.runs import acting_config, load_run
@@ -70,8 +72,9 @@ def _imageio():
     return imageio
 
 
-def main(argv):
-    """`qzoo record` (see the module docstring)."""
+def main(argv, say_interrupt=True):
+    """`qzoo record` (see the module docstring); `say_interrupt` False: Ctrl-C prints no
+    line of its own (qzoo export says its own)."""
     run_dir, opts, _ = args_lib.parse_tool(
         RecordOptions, argv, "qzoo record", __doc__.split("\n\n")[1].strip(),
         "Records a run's agent playing as an MP4 video.", positional="run_folder", shown=SHOWN,
@@ -84,11 +87,11 @@ def main(argv):
     screen = Screen(run, config, opts.seed)
     agent = Agent(run, epsilon, opts.seed)
     scale = opts.scale or SCALE[run.info.domain]
-    folder = os.path.dirname(os.path.abspath(out))
+    folder, suffix = os.path.dirname(os.path.abspath(out)), "-" + os.path.basename(out)
     try:
         os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix="-" + os.path.basename(out))
-        os.close(fd)
+        remove_stale(folder, ".tmp-", suffix)  # a killed recording's
+        tmp, held = held_temporary(folder, ".tmp-", suffix)
     except OSError as e:
         raise UserError(f"cannot write {out}: {e.strerror or e}") from None
     try:
@@ -105,9 +108,14 @@ def main(argv):
     except RuntimeError as e:  # imageio-ffmpeg's report of ffmpeg failing
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"cannot write {out}: ffmpeg failed ({first})") from None
+    except KeyboardInterrupt:  # between two frames (Video.add): ffmpeg ended cleanly
+        if say_interrupt:
+            print(f"qzoo: interrupted; {out} was not written", file=sys.stderr)
+        raise
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        os.close(held)
     listed = ", ".join(f"{r:g}" for r in returns)
     print(f"{out}: {frames} frames at {screen.fps:g} fps; episode returns {listed or 'none'}")
     tracked = tracking.log_video(run_dir, out, run.iteration)  # a --track run: its W&B run
@@ -179,7 +187,8 @@ class Video:
             out[: picture.shape[0], : picture.shape[1]] = picture[:height, :width]
             if self.panel:
                 out[:, -PANEL_WIDTH:] = panel
-            self.writer.append_data(out)
+            with deferred():  # a frame cut in half is a corrupt packet to ffmpeg
+                self.writer.append_data(out)
             self.written += 1
 
 

@@ -4,8 +4,10 @@ one-line refusals of bad input."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -222,6 +224,50 @@ def test_record_atari_in_colour_at_60_fps(pong, tmp_path, capsys):
     default = pong / "videos" / "iteration-1.mp4"
     assert main(["record", str(pong), "--frames", "8"]) == 0 and default.exists()
     shutil.rmtree(pong / "videos")
+
+
+def test_record_removes_what_a_killed_recording_left_and_nothing_being_written(minatar,
+                                                                             tmp_path):  # fmt: skip
+    """Issue 34 #11: a recording killed by SIGKILL left its .tmp-*-NAME.mp4, which no
+    later one removed. A kill leaves it unlocked (the kernel drops a dead process's
+    flock); one being written is locked by its writer and stays."""
+    pytest.importorskip("imageio")
+    from qzoo.files import held_temporary
+
+    (tmp_path / ".tmp-k1ll3d-clip.mp4").write_bytes(b"\0" * 1000)  # as SIGKILL leaves it
+    live, held = held_temporary(str(tmp_path), ".tmp-", "-clip.mp4")  # another recording's
+    try:
+        assert main(["record", str(minatar), "--out", str(tmp_path / "clip.mp4"),
+                     "--frames", "5"]) == 0  # fmt: skip
+        assert sorted(os.listdir(tmp_path)) == sorted(["clip.mp4", os.path.basename(live)])
+    finally:
+        os.close(held)
+
+
+def test_sigterm_during_record_is_one_line_and_leaves_no_file(minatar, tmp_path):
+    """Issue 34 #11: SIGTERM in the middle of a frame sent to ffmpeg made it print
+    "corrupt input packet" lines, and qzoo printed none of its own. A frame is now sent
+    whole (the signal waits for it), ffmpeg ends cleanly, and the line says what
+    happened."""
+    pytest.importorskip("imageio")
+    out = tmp_path / "clip.mp4"
+    # Minutes of big frames: still recording when the signal comes, however loaded.
+    command = [sys.executable, "-m", "qzoo", "record", str(minatar), "--out", str(out),
+               "--episodes", "1000", "--scale", "64"]  # fmt: skip
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=str(REPO),
+                            env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300  # only a bound on a broken test: never reached
+        while not [n for n in os.listdir(tmp_path) if os.path.getsize(tmp_path / n) > 0]:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)  # ffmpeg has written frames: mid-recording
+        _, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert err.splitlines() == [f"qzoo: interrupted; {out} was not written"], err
+    assert os.listdir(tmp_path) == []
 
 
 def test_record_without_imageio_names_the_extra(cartpole, monkeypatch, capsys):
