@@ -9,7 +9,8 @@ iteration), the learning curves (curves.png) and with --video one evaluation epi
 (replay.mp4, as `qzoo record` makes it; pip install 'qzoo[video]'). `qzoo eval`, `play`,
 `record`, `plot` and `compare` take DIR as they take the run. The folder is written
 under a temporary name beside DIR and renamed into place when complete; an existing DIR
-is refused unless --force, which replaces only a model folder (or an empty folder).
+is refused unless --force, which replaces only a model folder holding nothing but what
+export writes (or an empty folder).
 """
 
 import contextlib
@@ -117,6 +118,14 @@ def check_target(run_dir, out_dir, force):
         raise UserError(
             f"{out_dir!r} is not a model folder qzoo export wrote; --force replaces only "
             "those: pass a new DIR"
+        )
+    with os_errors("read", out_dir):
+        foreign = sorted(set(os.listdir(out_dir)) - set(FILES))
+    if foreign:  # a user's notes beside the model: --force would delete them
+        listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise UserError(
+            f"{out_dir!r} holds files qzoo export did not write ({listed}), which --force "
+            "would delete: move them away, or pass a new DIR"
         )
 
 

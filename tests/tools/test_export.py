@@ -185,9 +185,15 @@ def one_line_error(capsys, argv, fragment):
 def test_an_existing_folder_is_refused_unless_force(tiny_run, tmp_path, capsys):
     out = tmp_path / "model"
     assert main(["export", str(tiny_run), str(out), "--checkpoint", "0"]) == 0
-    (out / "stale.txt").write_text("old")
+    (out / "notes.txt").write_text("mine")
     one_line_error(capsys, ["export", str(tiny_run), str(out)], "exists; pass --force")
-    assert (out / "stale.txt").exists()
+    # Issue 34 #13: --force deleted the user's notes.txt with the model it replaced.
+    one_line_error(capsys, ["export", str(tiny_run), str(out), "--force"],
+                   f"{str(out)!r} holds files qzoo export did not write (notes.txt), which "
+                   "--force would delete: move them away, or pass a new DIR")  # fmt: skip
+    assert (out / "notes.txt").read_text() == "mine"
+    assert json.loads((out / "model.json").read_text())["iteration"] == 0
+    os.unlink(out / "notes.txt")
     assert main(["export", str(tiny_run), str(out), "--force"]) == 0
     assert sorted(os.listdir(out)) == FILES  # replaced whole
     assert json.loads((out / "model.json").read_text())["iteration"] == 2
