@@ -11,7 +11,7 @@ import time
 
 import pytest
 import torch
-from helpers import REPO, TINY_ARGS
+from helpers import REPO, TINY_ARGS, replacing
 
 from qzoo.cli.main import main
 
@@ -65,9 +65,9 @@ def test_snapshot_interval_keeps_every_kth(tmp_path):
     saved = lost.read_bytes()
     lost.unlink()
     # The interval changes no result, so a resume may change it.
-    assert main(["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(run_dir), *TINY,
-                 "--iterations", "3", "--accept-changes", "iterations",
-                 "--snapshot-interval", "1"]) == 0  # fmt: skip
+    assert main(["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(run_dir),
+                 *replacing(TINY, ["--iterations", "3", "--accept-changes", "iterations",
+                                   "--snapshot-interval", "1"])]) == 0  # fmt: skip
     assert "iteration-3.safetensors" in os.listdir(run_dir / "checkpoints" / "networks")
     assert lost.read_bytes() == saved
 
@@ -323,6 +323,11 @@ BAD = [
     (["eval", "{bad_net}", "--checkpoint", "1"], "iteration-1.safetensors' is corrupt"),
     (["eval", "{odd_net}", "--checkpoint", "1"], "iteration-1.safetensors is not a qzoo network"),
     (["eval", "{odd_net}", "--checkpoint", "0"], "its network does not match the run's config"),
+    # Issue 34 #18: the latest iteration's kept network, named, was never read (the
+    # checkpoint's copy was), and its damage went unsaid.
+    (["eval", "{bad_latest}", "--checkpoint", "2"], "networks/iteration-2.safetensors"),
+    (["export", "{bad_latest}", "{bad_latest}-model", "--checkpoint", "2"],
+     "; choose another --checkpoint, or latest"),
     (["eval", "{run}", "--episodes", "0"], "--episodes: bad value 0; expected an integer"),
     (["eval", "{run}", "--episodes", "many"], "--episodes: bad value many"),
     (["eval", "{run}", "--episodes", "2.5"], "--episodes: bad value 2.5"),
@@ -364,13 +369,19 @@ def folders(cartpole, tmp_path_factory):
     (base / "empty").mkdir()
     (base / "foreign" / "checkpoints").mkdir(parents=True)
     (base / "foreign" / "checkpoints" / "latest.safetensors").write_bytes(b"\0" * 100)
-    for name in ("bad_net", "odd_net"):
+    for name in ("bad_net", "odd_net", "bad_latest"):
         shutil.copytree(cartpole, base / name)
+    with open(base / "bad_latest" / "checkpoints/networks/iteration-2.safetensors", "r+b") as f:
+        f.seek(-1, os.SEEK_END)  # the last byte of the last array: a checksum catches it
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 0xFF]))
     nets = "checkpoints/networks/iteration-1.safetensors"
     (base / "bad_net" / nets).write_bytes(b"not a network")
     checkpoint.save(str(base / "odd_net" / nets), {"weights": [1, 2, 3]})
     checkpoint.save(str(base / "odd_net" / nets.replace("-1", "-0")), {"w": torch.zeros(3)})
-    paths = {name: str(base / name) for name in ("empty", "foreign", "bad_net", "odd_net")}
+    paths = {name: str(base / name) for name in ("empty", "foreign", "bad_net", "odd_net",
+                                                 "bad_latest")}  # fmt: skip
     return {**paths, "run": str(cartpole), "missing": str(base / "missing")}
 
 
