@@ -66,6 +66,18 @@ def test_options_page_lists_every_config_field(site):
     assert not missing, f"options missing from the options page: {missing}"
 
 
+def test_the_extras_table_lists_every_extra():
+    """Issue 34 #16: tune, wandb, hub and rlu were missing from it."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    table = [line for line in page.splitlines() if line.startswith("| `pip install 'qzoo[")]
+    listed = [line.split("qzoo[")[1].split("]")[0] for line in table]
+    assert sorted(listed) == sorted(extras)
+
+
 def test_readme_is_a_front_page():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 250
