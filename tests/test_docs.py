@@ -39,7 +39,7 @@ def site(tmp_path_factory):
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a bound on a broken build: it takes seconds, minutes under load
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert result.returncode == 0, (

@@ -188,7 +188,7 @@ def small_disk(tmp_path):
 
 def qzoo(*argv):
     return subprocess.run([sys.executable, "-m", "qzoo", *argv], cwd=REPO, capture_output=True,
-                          text=True, timeout=300, check=False)  # fmt: skip
+                          text=True, timeout=600, check=False)  # fmt: skip
 
 
 def test_on_a_real_full_disk_no_sigbus(tmp_path):
