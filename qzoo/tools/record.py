@@ -15,6 +15,7 @@ RUN/videos/iteration-K.mp4.
 
 import dataclasses
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -22,7 +23,7 @@ import numpy as np
 from qzoo.config import option
 from qzoo.config.values import Bool, Int
 from qzoo.errors import UserError
-from qzoo.files import held_temporary, remove_stale
+from qzoo.files import held_temporary, remove_stale, size_text
 from qzoo.run import threads, tracking
 from qzoo.signals import deferred
 from qzoo.terminal import progress_bar
@@ -96,11 +97,13 @@ def main(argv, say_interrupt=True):
         raise UserError(f"cannot write {out}: {e.strerror or e}") from None
     try:
         # macro_block_size 2: H.264's 4:2:0 colour needs even sizes (frames are padded).
+        # ffmpeg's own messages are kept off the terminal: what fails is said in one line.
         writer = imageio.get_writer(tmp, format="FFMPEG", mode="I", fps=screen.fps,
                                     codec="libx264", pixelformat="yuv420p", quality=8,
-                                    macro_block_size=2)  # fmt: skip
+                                    macro_block_size=2, ffmpeg_log_level="fatal")  # fmt: skip
         with writer:
             returns, frames = record(writer, screen, agent, opts, scale, run.iteration)
+        check_mp4(tmp, out)
         os.chmod(tmp, 0o644)  # mkstemp's files are private; a video is not
         os.replace(tmp, out)
     except OSError as e:
@@ -121,6 +124,31 @@ def main(argv, say_interrupt=True):
     tracked = tracking.log_video(run_dir, out, run.iteration)  # a --track run: its W&B run
     if tracked:
         print(f"{out}: logged to W&B run {tracked}")
+
+
+def check_mp4(path, out):
+    """Refuses an MP4 file that ffmpeg did not complete: its top-level boxes must tile
+    the file and hold the index (moov) and the data (mdat). imageio-ffmpeg does not
+    look at ffmpeg's exit status, and ffmpeg writes the index last: a disk that fills
+    up then leaves a file without it, which no player opens."""
+    boxes, size = set(), os.path.getsize(path)
+    with open(path, "rb") as f:
+        position = 0
+        while position + 8 <= size:
+            f.seek(position)
+            length, kind = int.from_bytes(f.read(4), "big"), f.read(4)
+            if length == 1:  # a 64-bit size follows
+                length = int.from_bytes(f.read(8), "big")
+            elif length == 0:  # to the end of the file
+                length = size - position
+            if length < 8:
+                break
+            boxes.add(kind)
+            position += length
+    if position != size or not {b"moov", b"mdat"} <= boxes:
+        free = size_text(shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free)
+        raise UserError(f"cannot write {out}: ffmpeg did not complete it (a full disk? "
+                        f"{free} free there)")  # fmt: skip
 
 
 def record(writer, screen, agent, opts, scale, iteration):

@@ -486,6 +486,24 @@ def test_a_failure_before_the_first_checkpoint_leaves_a_users_folder_as_it_was(
     assert os.listdir(tmp_path / "run") == []
 
 
+def test_a_lock_file_that_cannot_be_written_leaves_no_folder(tmp_path, monkeypatch, capsys):
+    """A disk full to the last block: the lock file is made, its line cannot be written;
+    it went unremoved, and so did the new folder holding it (issue 34's fault pass)."""
+    write = os.write
+
+    def full(fd, data):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".lock"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write(fd, data)
+
+    monkeypatch.setattr(os, "write", full)
+    assert train(tmp_path / "run") == 2
+    line = one_error_line(capsys.readouterr().err)
+    lock = tmp_path / "run" / ".lock"
+    assert line == f"qzoo: error: cannot create lock file {lock}: No space left on device"
+    assert os.listdir(tmp_path) == []
+
+
 def test_ctrl_c_right_after_a_save_still_leaves_its_rows_in_results_csv(run_dir, monkeypatch):
     save = checkpoint.save
 

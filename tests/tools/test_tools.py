@@ -270,6 +270,49 @@ def test_sigterm_during_record_is_one_line_and_leaves_no_file(minatar, tmp_path)
     assert os.listdir(tmp_path) == []
 
 
+def test_a_video_ffmpeg_could_not_complete_is_refused_not_renamed_into_place(minatar, tmp_path,
+                                                                            monkeypatch, capsys):  # fmt: skip
+    """A full disk when ffmpeg writes the MP4's index (last) left a file no player opens,
+    and `qzoo record` said it was written, exit 0: imageio-ffmpeg does not look at
+    ffmpeg's exit status (found by issue 34's fault pass). The file is checked now."""
+    pytest.importorskip("imageio")
+    from qzoo.tools import record
+
+    check = record.check_mp4
+
+    def cut_short(path, out):  # as a full disk leaves it: the index missing
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) // 2)
+        check(path, out)
+
+    monkeypatch.setattr(record, "check_mp4", cut_short)
+    out = tmp_path / "clip.mp4"
+    assert main(["record", str(minatar), "--out", str(out), "--frames", "20"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"qzoo: error: cannot write {out}: ffmpeg did not complete it (a full "
+                          "disk? ") and err.count("\n") == 1, err  # fmt: skip
+    assert os.listdir(tmp_path) == []
+
+
+def test_record_on_a_full_disk_is_one_line_and_leaves_no_file(minatar, tmp_path, capsys):
+    pytest.importorskip("imageio")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    command = ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)]
+    if subprocess.run(command, check=False, capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        (disk / "filler").write_bytes(b"\0" * 60_000)  # a few kB left: not a video's index
+        out = disk / "clip.mp4"
+        assert main(["record", str(minatar), "--out", str(out), "--frames", "50"]) == 2
+        captured = capsys.readouterr()
+        assert captured.err.startswith(f"qzoo: error: cannot write {out}: ")
+        assert captured.err.count("\n") == 1, captured.err  # no ffmpeg lines either
+        assert os.listdir(disk) == ["filler"]
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
 def test_record_without_imageio_names_the_extra(cartpole, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "imageio", None)  # `import imageio` fails
     monkeypatch.setitem(sys.modules, "imageio.v2", None)
