@@ -176,9 +176,16 @@ def open_study(plan, options):
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     storage_url = options.storage or f"sqlite:///{os.path.join(plan.out, 'study.db')}"
     made = make_folders(plan.out, storage_url)
+    database = storage_url[len("sqlite:///") :] if storage_url.startswith("sqlite:///") else ""
+    new_database = bool(database) and not os.path.exists(database)
     try:
         return _open_study(plan, options, storage_url)
-    except BaseException:  # a refusal (or Ctrl-C) leaves none of the folders it made
+    except BaseException:  # a refusal (or Ctrl-C) leaves none of the files it made
+        # An SQLite file it made holds nothing (a full disk, say) unless another process
+        # made it too and writes there: only an empty one goes.
+        if new_database and os.path.isfile(database) and not os.path.getsize(database):
+            with contextlib.suppress(OSError):
+                os.unlink(database)
         for folder in made:
             with contextlib.suppress(OSError):
                 os.rmdir(folder)

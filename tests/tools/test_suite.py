@@ -5,6 +5,7 @@ out by hand from fake run folders."""
 
 import csv
 import dataclasses
+import errno
 import os
 import shlex
 import signal
@@ -159,6 +160,44 @@ def test_a_failed_run_is_reported_with_its_log_and_exit_1(tmp_path, capsys, monk
     failed = [line for line in text.splitlines() if "FAILED" in line]
     assert len(failed) == 1 and "dqn CartPole-v1-1 (exit 2)" in failed[0]
     assert "holds files qzoo did not write" in failed[0] and failed[0].endswith(folder + ".log")
+    assert "1 failed (dqn CartPole-v1-1; their logs say why)" in text.splitlines()[-1]
+
+
+def test_an_out_that_cannot_be_a_folder_is_one_line_before_any_run(tmp_path, capsys,
+                                                                     monkeypatch):  # fmt: skip
+    """Was an OSError traceback from the scheduler (issue 34's fault pass)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("mine")
+    for out, message in (("afile", "--out afile: a file; expected a folder"),
+                         ("afile/s", "cannot create afile/s: Not a directory")):  # fmt: skip
+        status, text, err = run_cli(capsys, "--agents", "dqn", "--games", "CartPole-v1",
+                                    "--out", out, "--", *TINY)  # fmt: skip
+        assert (status, text, err) == (2, "", f"qzoo: error: {message}\n")
+    assert os.listdir(tmp_path) == ["afile"]
+
+
+def test_a_log_that_cannot_be_written_fails_its_run_and_the_others_go_on(tmp_path, capsys,
+                                                                         monkeypatch):  # fmt: skip
+    """A disk that fills up under a suite: the run whose log cannot be made fails, said in
+    its line, and the suite ends as for any failed run (was a traceback, which left the
+    runs under way running on their own)."""
+    from qzoo.tools import suite_scheduler
+
+    makedirs = os.makedirs
+
+    def full(path, *args, **kwargs):  # the runs' folders: OUT/dqn
+        if os.path.basename(path) != "dqn":
+            return makedirs(path, *args, **kwargs)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+    monkeypatch.setattr(suite_scheduler.os, "makedirs", full)  # os's own: suite's too
+    out = str(tmp_path / "s")
+    status, text, _ = run_cli(capsys, "--agents", "dqn", "--games", "CartPole-v1", "--out", out,
+                              "--", *TINY)  # fmt: skip
+    assert status == 1
+    log = os.path.join(out, "dqn", "CartPole-v1-1.log")
+    assert (f"[1/1] FAILED   dqn CartPole-v1-1: cannot write {log}: "
+            f"{os.path.join(out, 'dqn')}: No space left on device") in text.splitlines()  # fmt: skip
     assert "1 failed (dqn CartPole-v1-1; their logs say why)" in text.splitlines()[-1]
 
 

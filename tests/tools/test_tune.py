@@ -270,3 +270,24 @@ def test_ctrl_c_in_a_trial_says_one_thing_how_to_continue(tmp_path, monkeypatch,
     assert [r.split(",")[0] for r in (out / "trial-0-seed-1" / "results.csv").read_text().split()][
         :3
     ] == ["iteration", "0", "1"]
+
+
+def test_a_study_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys):
+    """SQLite cannot create the study's tables: the empty database file and the folder
+    the command made went unremoved (issue 34's fault pass)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)]
+    if subprocess.run(mount, check=False, capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        (disk / "filler").write_bytes(b"\0" * 60_000)
+        argv = ["tune", "dqn", "--env", "CartPole-v1", "--trials", "1", "--out",
+                str(disk / "study"), "--space", "batch_size=off", "--", *TRAIN]  # fmt: skip
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"qzoo: error: --storage: cannot open 'sqlite:///{disk}/study/")
+        assert err.count("\n") == 1 and "full" in err, err
+        assert os.listdir(disk) == ["filler"]
+    finally:  # lazily: SQLAlchemy's pool may hold the removed file open until collected
+        subprocess.run(["umount", "-l", str(disk)], check=True)
