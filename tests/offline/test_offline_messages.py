@@ -53,6 +53,38 @@ def logs_file(folder, attribute, suffix):
     return folder / "replay_logs" / dopamine.file_name(attribute, suffix)
 
 
+# -- 0. the dataset knows its game -----------------------------------------------------
+def test_a_dataset_of_another_game_is_refused_naming_its_game(dataset, tmp_path, capsys):
+    """Issue 34 #12: `qzoo train dqn --env minatar/asterix --offline <a breakout
+    dataset>` trained without a word (MinAtar's frames and actions fit each other), and
+    `qzoo dataset info` called a logged dataset's game unknown."""
+    assert main(["dataset", "info", str(dataset)]) == 0
+    assert capsys.readouterr().out.startswith(f"{dataset / 'replay_logs'} (minatar/breakout): ")
+    argv = ["train", "dqn", "--env", "minatar/asterix", "--iterations", "1", "--train-frames",
+            "100", "--eval-frames", "50", "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    assert main([*argv, "--offline", str(dataset)]) == 2
+    assert capsys.readouterr().err == (
+        f"qzoo: error: --offline {dataset}: its data is of minatar/breakout (so says "
+        f"{dataset / 'replay_logs' / 'logged.json'}), not of minatar/asterix; pass --env "
+        "minatar/breakout, or another dataset\n"
+    )
+    # A converted copy knows it too, and so does the published layout's path.
+    copy = tmp_path / "copy"
+    assert main(["dataset", "convert", str(dataset), str(copy), "--to", "qzoo"]) == 0
+    assert main([*argv, "--offline", str(copy)]) == 2
+    assert "its data is of minatar/breakout (so says" in capsys.readouterr().err
+    published = tmp_path / "Breakout" / "1"
+    shutil.copytree(dataset / "replay_logs", published / "replay_logs")
+    os.unlink(published / "replay_logs" / "logged.json")
+    argv[3] = "pong"
+    assert main([*argv, "--offline", str(published)]) == 2
+    assert capsys.readouterr().err.endswith(
+        f"its data is of Breakout (so says the path {published / 'replay_logs'}), not of "
+        "pong; pass --env breakout, or another dataset\n"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 # -- 1. dataset info counts at the logged stack --------------------------------------
 def test_info_counts_a_minatar_dataset_at_its_stack_of_1(logged, tmp_path, capsys):
     assert main(["dataset", "info", str(logged), "--json"]) == 0
