@@ -1,10 +1,14 @@
 """Files written whole or not at all: a temporary file next to the target, flushed to
 disk, then renamed over it (and the rename itself made durable), so that a kill or a
-power cut leaves the old file or the new one, never half of one. And disk space
+power cut leaves the old file or the new one, never half of one; the temporary file is
+flock()ed by its writer while it lives, so that the next write of the same name removes
+one a kill left (SIGKILL runs no cleanup) and never one being written. And disk space
 reserved before a file is written through a memory map, where a full disk is not an
 error but SIGBUS, which kills the process without a word."""
 
+import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import tempfile
@@ -19,9 +23,11 @@ def atomic_write(path, write):
     the next start recognizes and removes."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix="-" + os.path.basename(path))
+    suffix = "-" + os.path.basename(path)
+    remove_stale(folder, ".tmp-", suffix)
+    tmp, held = held_temporary(folder, ".tmp-", suffix)
     try:
-        with os.fdopen(fd, "wb") as f:
+        with os.fdopen(os.dup(held), "wb") as f:  # `held` keeps the lock until the rename
             write(f)
             f.flush()
             os.fsync(f.fileno())
@@ -31,7 +37,69 @@ def atomic_write(path, write):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    finally:
+        os.close(held)
     _fsync_folder(folder)
+
+
+def held_temporary(folder, prefix, suffix="", directory=False):
+    """(path, fd) of a new temporary file in `folder` (a folder, with `directory`) named
+    prefix...suffix, flock()ed through `fd` until that is closed: `remove_stale` leaves it
+    while this process lives, and removes it once a kill has ended the process."""
+    while True:
+        if directory:
+            path = tempfile.mkdtemp(dir=folder, prefix=prefix, suffix=suffix)
+            fd = os.open(path, os.O_RDONLY)
+        else:
+            fd, path = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=suffix)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # waits while a remove_stale holds it, removing it
+        except OSError as e:  # a file system without flock: unheld, and never removed
+            if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                os.close(fd)
+                raise
+            return path, fd
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return path, fd
+        os.close(fd)  # removed between its creation and the lock: another name
+
+
+def unheld(folder, prefix, suffix=""):
+    """The paths in `folder` named prefix...suffix that no living process holds (see
+    held_temporary): what a killed writer left. Each is locked while the caller has it."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(suffix)):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # its writer lives (or the file system has no flock)
+            os.close(fd)
+            continue
+        try:
+            yield path
+        finally:
+            os.close(fd)
+
+
+def remove_stale(folder, prefix, suffix=""):
+    """Removes the temporary files and folders that killed writers left in `folder`
+    (named prefix...suffix, held by no living process)."""
+    for path in unheld(folder, prefix, suffix):
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def _fsync_folder(folder):

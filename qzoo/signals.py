@@ -55,6 +55,31 @@ def shielded() -> Iterator[None]:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Within, in the main thread, Ctrl-C and SIGTERM (where it is taken as Ctrl-C) wait
+    for the block to end, then raise KeyboardInterrupt: for a write that must not be cut
+    in the middle (a video frame half sent to ffmpeg, which then reports a corrupt
+    packet). Signals left to their default or ignored are left as they are."""
+    caught, previous = [], {}
+
+    def hold(signum, frame):
+        caught.append(signum)
+
+    if _main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            handler = signal.getsignal(signum)
+            if callable(handler) and handler is not hold:  # Python's, or term_as_interrupt's
+                previous[signum] = signal.signal(signum, hold)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if caught:
+        raise KeyboardInterrupt
+
+
 def die_with_parent(parent: int, signum: int = signal.SIGKILL) -> None:
     """Called first thing in a child process of `parent` (its pid, read in the parent
     before the fork): the kernel sends the child `signum` when the parent dies, by any

@@ -1,7 +1,19 @@
 """Fixtures shared by every test folder (pytest puts this folder on the path, so test
 modules import tests/helpers.py's builders as `helpers`)."""
 
+import os
 import signal
+import tempfile
+
+# Each pytest-xdist worker compiles into an Inductor cache of its own: two workers
+# compiling the same graph into the shared default cache raced, one loading the other's
+# half-written kernel ("main.so: file too short", CI of stop 39). Set before torch loads,
+# and inherited by the qzoo processes a worker starts.
+_OWN_CACHE = os.path.join(tempfile.gettempdir(), f"qzoo-tests-inductor-{os.getuid()}-")
+if os.environ.get("TORCHINDUCTOR_CACHE_DIR", _OWN_CACHE).startswith(_OWN_CACHE):
+    # The controller's value reaches the workers too: each worker sets its own again.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = _OWN_CACHE + worker
 
 import pytest
 from helpers import TINY_ARGS

@@ -25,6 +25,25 @@ TINY_ARGS = ["--iterations", "2", "--train-frames", "300", "--eval-frames", "100
              "--replay-capacity", "1000", "--min-replay-capacity-fraction", "0.1",
              "--no-tensorboard", "--no-progress"]  # fmt: skip
 
+
+def replacing(base, extra):
+    """The options of `base` that `extra` does not give again, then `extra`'s: a command
+    line gives each option once (qzoo refuses a repeated one, --flag and --no-flag alike)."""
+
+    def name(token):
+        return token.partition("=")[0].replace("--no-", "--")
+
+    again = {name(t) for t in extra if t.startswith("--")}
+    kept, i = [], 0
+    while i < len(base):
+        takes_value = "=" not in base[i] and i + 1 < len(base) and not base[i + 1].startswith("--")
+        width = 2 if takes_value else 1
+        if name(base[i]) not in again:
+            kept += base[i : i + width]
+        i += width
+    return [*kept, *extra]
+
+
 # ---- replay contents (device replay against host replay) -------------------------
 GAMMA = 0.9
 

@@ -39,7 +39,7 @@ def site(tmp_path_factory):
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a bound on a broken build: it takes seconds, minutes under load
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert result.returncode == 0, (
@@ -64,6 +64,18 @@ def test_options_page_lists_every_config_field(site):
         name for name in fields if name != "agent" and f"--{name.replace('_', '-')}" not in html
     ]
     assert not missing, f"options missing from the options page: {missing}"
+
+
+def test_the_extras_table_lists_every_extra():
+    """Issue 34 #16: tune, wandb, hub and rlu were missing from it."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    table = [line for line in page.splitlines() if line.startswith("| `pip install 'qzoo[")]
+    listed = [line.split("qzoo[")[1].split("]")[0] for line in table]
+    assert sorted(listed) == sorted(extras)
 
 
 def test_readme_is_a_front_page():

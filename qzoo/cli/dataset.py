@@ -3,6 +3,7 @@ what a DQN Replay Dataset folder holds, and its conversion between Dopamine's fi
 qzoo's memory-mappable copy (offline/dataset.py); `--from rlu` reads RL Unplugged's
 Atari TFRecord files instead (offline/rlu.py)."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ from qzoo.cli.parser import Parser, parse
 from qzoo.errors import UserError
 from qzoo.offline.dataset import info, to_dopamine, to_qzoo
 from qzoo.offline.rlu_copy import from_rlu
+from qzoo.run.folder_files import os_errors
 
 
 def main(argv):
@@ -71,16 +73,18 @@ def main(argv):
         _check_empty_destination(dst)
         existed = os.path.isdir(dst)
         try:
-            if options["source"] == "rlu":
-                _from_rlu(options["src"], dst, options["to"] or "qzoo", options["workers"])
-            else:
-                (to_qzoo if options["to"] == "qzoo" else to_dopamine)(options["src"], dst)
+            with os_errors("write", dst):  # a full disk, a read-only one: one line
+                if options["source"] == "rlu":
+                    _from_rlu(options["src"], dst, options["to"] or "qzoo", options["workers"])
+                else:
+                    (to_qzoo if options["to"] == "qzoo" else to_dopamine)(options["src"], dst)
         except BaseException:  # a file corrupt inside (CRC), a full disk, Ctrl-C
-            for name in os.listdir(dst) if os.path.isdir(dst) else ():  # it was empty
-                path = os.path.join(dst, name)
-                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-            if not existed and os.path.isdir(dst):
-                os.rmdir(dst)  # the folder this command made
+            with contextlib.suppress(OSError):
+                for name in os.listdir(dst) if os.path.isdir(dst) else ():  # it was empty
+                    path = os.path.join(dst, name)
+                    shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+                if not existed and os.path.isdir(dst):
+                    os.rmdir(dst)  # the folder this command made
             raise
 
 

@@ -63,9 +63,9 @@ def _available_tools():
     return found
 
 
-def train_command(argv, on_row=None):
-    """`qzoo train AGENT [options]`: parse, check everything, then train (`on_row`: see
-    run_folder.train; qzoo tune's trials report each row to the pruner)."""
+def train_command(argv, on_row=None, resume_line=True):
+    """`qzoo train AGENT [options]`: parse, check everything, then train (`on_row`,
+    `resume_line`: see run_folder.train; qzoo tune's trials report each row to the pruner)."""
     first = argv[0] if argv and not argv[0].startswith("-") else None
     if first is not None:
         config_lib.check_agent(first)  # before --help shows its defaults
@@ -76,7 +76,7 @@ def train_command(argv, on_row=None):
     config = build_config(agent, options, strict=True)
     from qzoo.run import training
 
-    training.train(config, on_row=on_row)
+    training.train(config, on_row=on_row, resume_line=resume_line)
 
 
 def agents():

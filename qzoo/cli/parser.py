@@ -116,12 +116,38 @@ def _join_negative_values(argv, parser):
     return out
 
 
+def _check_repeated(parser, argv):
+    """Refuses an option given twice (`--seed 1 --seed 2`, `--dueling --no-dueling`):
+    argparse would keep the last one without a word."""
+    actions, seen = parser._option_string_actions, {}
+    subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for i, token in enumerate(argv):
+        if token == "--":
+            break
+        if subcommands and token in subcommands[0].choices:  # qzoo dataset info ...
+            _check_repeated(subcommands[0].choices[token], argv[i + 1 :])
+            argv = argv[:i]
+            break
+        name, equals, _ = token.partition("=")
+        action = actions.get(name)
+        if action is None or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            continue
+        value = argv[i + 1] if not equals and i + 1 < len(argv) else None
+        takes = action.nargs is None or action.nargs == "?" and not str(value).startswith("-")
+        given = f"{token} {value}" if takes and value is not None else token
+        if action.dest in seen:
+            raise UserError(f"{action.option_strings[0]}: given twice ({seen[action.dest]} and "
+                            f"{given}); expected it once")  # fmt: skip
+        seen[action.dest] = given
+
+
 def parse(parser, argv, refused=None, check=None):
     """{name: text} of the options given, refusing unknown ones with a suggestion, or
     with the reason in `refused` ({option: why}) for options this command leaves out.
     `check` (of the options parsed) refuses a bad positional word, such as an unknown
     command, before the words after it are blamed: the first mistake is named."""
-    namespace, extra = parser.parse_known_args(_join_negative_values(argv, parser))
+    argv = _join_negative_values(argv, parser)
+    namespace, extra = parser.parse_known_args(argv)
     if check is not None and not (extra and argv and argv[0].startswith("-")):
         check(vars(namespace))  # the word comes first: it is the first mistake
     if extra:
@@ -134,6 +160,7 @@ def parse(parser, argv, refused=None, check=None):
         known = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
         hint = closest(name, known)
         raise UserError(f"unknown option {name}" + (f"; did you mean {hint[0]}?" if hint else ""))
+    _check_repeated(parser, argv)
     return vars(namespace)
 
 

@@ -10,6 +10,7 @@ import os
 
 import qzoo.configuration as config_lib
 from qzoo.cli.parser import Parser, add_options, parse
+from qzoo.cli.resume_words import check_unedited, for_resume
 from qzoo.configuration import build_config
 from qzoo.configuration.values import Bool
 from qzoo.errors import UserError, flag
@@ -67,6 +68,9 @@ def saved_config(run_dir: str) -> tuple[dict, str]:
         raise UserError(f"run folder {run_dir} {what}; expected a folder `qzoo train` wrote")
     path = os.path.join(run_dir, "config.json")
     ckpt = os.path.join(run_dir, folder.CHECKPOINT)
+    if folder.is_model_folder(run_dir):
+        raise UserError(f"{run_dir} is a model folder (`qzoo export` wrote it), not a run "
+                        "folder; resume the run it was exported from")  # fmt: skip
     try:
         with open(path, "rb") as f:
             text = f.read()
@@ -76,7 +80,7 @@ def saved_config(run_dir: str) -> tuple[dict, str]:
                 f"{run_dir} holds no qzoo run (no config.json and no {folder.CHECKPOINT}); "
                 "expected a folder `qzoo train` wrote"
             ) from None
-        state = checkpoint.load(ckpt)
+        state = checkpoint.peek(ckpt)  # its header: the arrays are read by the run
         if not folder.holds_a_run(state):
             raise UserError(f"checkpoint {ckpt} does not hold a qzoo run") from None
         return state["config"], f"checkpoint {ckpt}"
@@ -122,12 +126,19 @@ def config_for(run_dir: str, options: dict) -> config_lib.Config:
     except UserError as e:
         raise UserError(f"{where} holds a config this qzoo refuses: {e}") from None
     accept += tuple(n for n in ACCEPTABLE if n in options and n not in accept)
+    if where == os.path.join(run_dir, "config.json"):
+        check_unedited(run_dir, saved, accept)  # resume_words.py
     values |= options | {"run_dir": run_dir, "accept_changes": ",".join(accept)}
     return build_config(saved["agent"], values)
 
 
 def resume_command(argv: list[str]) -> None:
     """`qzoo resume RUN [options]`: build the run's config, then train as `qzoo train`."""
+    from qzoo.errors import Diverged
     from qzoo.run import training
 
-    training.train(resume_config(argv))
+    try:
+        config = resume_config(argv)
+        training.train(config)
+    except (UserError, Diverged) as e:
+        raise type(e)(for_resume(str(e))) from None

@@ -9,6 +9,17 @@ from gymnasium import spaces
 
 from qzoo.envs.step import EnvInfo, EnvStep, first_step
 from qzoo.errors import UserError
+from qzoo.signals import deferred
+
+
+def minatar_environment():
+    """minatar.Environment, imported with Ctrl-C and SIGTERM held until the import ends:
+    minatar imports matplotlib inside a bare `except:`, which swallows the
+    KeyboardInterrupt a signal raises there, and the command went on as if never
+    stopped."""
+    with deferred():
+        from minatar import Environment
+    return Environment
 
 
 class MinAtarEnv:
@@ -19,9 +30,7 @@ class MinAtarEnv:
     """
 
     def __init__(self, game):
-        from minatar import Environment
-
-        self._env = Environment(game)
+        self._env = minatar_environment()(game)
         shape = self._env.state_shape()
         self.observation_space = spaces.Box(0, 1, (shape[2], shape[0], shape[1]), np.uint8)
         self.action_space = spaces.Discrete(self._env.num_actions())

@@ -16,12 +16,14 @@ last, unfinished pass), as batch_rl's `log_final_buffer` does.
 """
 
 import contextlib
+import json
 import os
 
 import numpy as np
 
 from qzoo.errors import UserError
-from qzoo.files import reserve
+from qzoo.files import atomic_write, reserve
+from qzoo.offline.dataset import LOGGED
 from qzoo.offline.dopamine import DTYPES, STORE, write_checkpoint
 from qzoo.offline.maps import create_npy, mapping, release
 
@@ -52,6 +54,7 @@ class LoggedReplayWriter:
             raise
         self.add_count = 0
         self.log_count = 0  # the next snapshot's suffix
+        self.logged = None  # {env, agent, seed} of the run logging, for dataset.LOGGED
         # Staging maps leave the resident set every 256 MiB of rows and after each
         # snapshot (maps.py): 1M Atari rows would otherwise add 7 GB of "resident".
         self._maps = [m for m in (mapping(getattr(self, n)) for n in STORE) if m]
@@ -90,6 +93,9 @@ class LoggedReplayWriter:
                   "add_count": np.array(add_count, np.int64),
                   "invalid_range": self.invalid_range()}  # fmt: skip
         write_checkpoint(self.folder, self.log_count, arrays, self.compresslevel)
+        if self.logged is not None:  # beside the snapshots: the run that logged them
+            text = json.dumps(self.logged).encode()
+            atomic_write(os.path.join(self.folder, LOGGED), lambda f: f.write(text))
         self.log_count += 1
         release(self._maps)
 
@@ -235,10 +241,12 @@ def check_new_folder(log_replay):
 
 
 def open_replay_log(config, info):
-    """--log-replay DIR's logger: rows into DIR/replay_logs (staged in DIR/.staging)."""
+    """--log-replay DIR's logger: rows into DIR/replay_logs (staged in DIR/.staging),
+    beside the run that logs them (dataset.LOGGED), so that the dataset knows its game."""
     writer = LoggedReplayWriter(
         os.path.join(config.log_replay, "replay_logs"), config.log_replay_capacity,
         info.frame_shape, stack=config.frame_stack,
         staging=os.path.join(config.log_replay, ".staging"),
     )  # fmt: skip
+    writer.logged = {"env": config.env, "agent": config.agent, "seed": config.seed}
     return RowLogger(writer)

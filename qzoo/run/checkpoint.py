@@ -16,6 +16,7 @@ Every array carries a CRC-32 of its bytes (qzoo/checksums.py), computed as it is
 streamed out and checked as it is read back: a byte flipped inside an array is refused
 by name, never trained on. A file from before checksums loads unverified, and says so."""
 
+import contextlib
 import json
 import math
 import os
@@ -206,17 +207,7 @@ def load(path):
     with a note on stderr. A missing, truncated, corrupt or foreign file, an array that
     fails its checksum, or another format version, raises UserError with a message
     naming the file (and the array) and what to do."""
-    if not os.path.exists(path):
-        raise UserError(f"checkpoint {path!r} does not exist")
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        start = f.read(8)
-        if _is_pickle(start):
-            raise UserError(
-                f"checkpoint {path!r} is a pickle file (an old qzoo checkpoint or a torch.save "
-                "file); qzoo never unpickles files, since unpickling can run code: delete it "
-                "or use another --run-dir"
-            )
+    with _opened(path) as (f, start, size):
         header, data_start = _read_header(f, path, start, size)
         meta = header.pop("__metadata__")
         tree, crcs = meta["tree"], _checksums(meta, header, path)
@@ -239,6 +230,36 @@ def load(path):
         if used != set(header):
             raise _corrupt(path, f"arrays outside the tree: {sorted(set(header) - used)[:3]}")
         return state
+
+
+def peek(path):
+    """The tree of the checkpoint at `path` with None in place of every array (its
+    config and rows, say), from its header alone: nothing else is read or checked.
+    UserError as `load` for a file that is not a qzoo checkpoint."""
+    with _opened(path) as (f, start, size):
+        header, _ = _read_header(f, path, start, size)
+    try:
+        return _decode(json.loads(header["__metadata__"]["tree"]), lambda name, kind: None)
+    except (ValueError, KeyError, TypeError, IndexError, RecursionError) as e:
+        raise _corrupt(path, f"bad tree: {type(e).__name__}: {e}") from None
+
+
+@contextlib.contextmanager
+def _opened(path):
+    """(the open file, its first 8 bytes, its size); UserError for a missing file or a
+    pickle."""
+    if not os.path.exists(path):
+        raise UserError(f"checkpoint {path!r} does not exist")
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        start = f.read(8)
+        if _is_pickle(start):
+            raise UserError(
+                f"checkpoint {path!r} is a pickle file (an old qzoo checkpoint or a torch.save "
+                "file); qzoo never unpickles files, since unpickling can run code: delete it "
+                "or use another --run-dir"
+            )
+        yield f, start, size
 
 
 def _is_pickle(start):

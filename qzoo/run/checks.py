@@ -56,9 +56,10 @@ def check_run(config, info):
                 "*_ckpt.N.gz files nor `qzoo dataset convert`'s dataset.json)"
                 + conversion_hint(config.offline)
             )
-        from qzoo.offline.dataset import dataset_suffixes
+        from qzoo.offline.dataset import check_game, dataset_suffixes
 
         dataset_suffixes(config.offline, config.offline_checkpoints, config.offline_reload)
+        check_game(config.offline, info)
     return check_peak_memory(config, info)
 
 

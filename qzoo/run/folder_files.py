@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 
 import numpy as np
 import torch
@@ -16,6 +17,7 @@ QZOO_NAMES = ("config.json", "results.csv", "checkpoints", "tensorboard", "video
               "wandb.json")  # fmt: skip
 CHECKPOINT = os.path.join("checkpoints", "latest.safetensors")
 NETWORKS = os.path.join("checkpoints", "networks")  # per-iteration online networks
+MODEL_MANIFEST = "model.json"  # what makes a folder one `qzoo export` wrote (model_folder.py)
 
 
 def config_fields():
@@ -29,10 +31,23 @@ def inode(path):
         return None
 
 
+def is_model_folder(path):
+    """Whether `path` is an exported model folder: a manifest and no run checkpoint."""
+    return os.path.isfile(os.path.join(path, MODEL_MANIFEST)) and not os.path.lexists(
+        os.path.join(path, CHECKPOINT)
+    )
+
+
 def check_is_a_run_folder(run_dir):
-    """Refuses, before creating anything in it, a non-empty folder that holds no run."""
+    """Refuses, before creating anything in it, a non-empty folder that holds no run (a
+    model folder `qzoo export` wrote holds a config.json and a results.csv, and no run)."""
     if not os.path.isdir(run_dir):
         return
+    if is_model_folder(run_dir):
+        raise UserError(
+            f"run folder {run_dir} is a model folder (`qzoo export` wrote it), not a run: "
+            "qzoo writes no run into it; pass a new or empty --run-dir"
+        )
     with os_errors("read run folder", run_dir):
         names = os.listdir(run_dir)
     if "config.json" in names or "checkpoints" in names:
@@ -43,6 +58,23 @@ def check_is_a_run_folder(run_dir):
             f"run folder {run_dir} holds files qzoo did not write ({', '.join(foreign[:3])}"
             f"{', ...' if len(foreign) > 3 else ''}) and no run; pass a new or empty --run-dir"
         )
+
+
+def remove_added(run_dir, found):
+    """Removes what a start that saved no checkpoint added to `run_dir` (`found`: the
+    names there when it started): its config.json, checkpoints/threads.json, TensorBoard
+    files, ..., so that nothing says there is a run, and another command may start one."""
+    try:
+        added = sorted(set(os.listdir(run_dir)) - set(found))
+    except OSError:
+        return
+    for name in added:
+        path = os.path.join(run_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def remove_temporary_files(run_dir):

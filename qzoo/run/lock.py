@@ -49,8 +49,14 @@ class RunLock:
         if not (os.path.exists(self.path) and os.stat(self.path).st_ino == os.fstat(fd).st_ino):
             os.close(fd)
             return None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode())
+        except OSError:  # a full disk: the file goes (it is ours, locked), so does the lock
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            os.close(fd)
+            raise
         return fd
 
     def __exit__(self, *exc):

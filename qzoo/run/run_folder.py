@@ -55,7 +55,7 @@ OLD_CHECKPOINT = os.path.join("checkpoints", "latest.pt")  # pickles, before for
 
 # {"threads": N, "device": "cpu" or "cuda"}: the count a start ran with, which an auto
 # resume keeps (threads.py). Not in config.json, whose `threads` is what the user asked.
-def train(config, accept_changes=None, notes=(), on_row=None, callbacks=None):
+def train(config, accept_changes=None, notes=(), on_row=None, callbacks=None, resume_line=True):
     """Trains `config` in its run folder (config.run_dir, or runs/<agent>-<env>-<seed>),
     resuming it when it holds a checkpoint; see the module docstring. Returns its
     Outcome: the results rows, and why a callback stopped it (None: it ran to its
@@ -64,7 +64,8 @@ def train(config, accept_changes=None, notes=(), on_row=None, callbacks=None):
     tune reports it to its pruner; an exception it raises stops the run at that saved
     checkpoint); `callbacks` (run/callbacks.py's Callbacks) too, and every N frames.
     A StopTraining from them ends the run as Ctrl-C does (raised again when no row was
-    saved yet).
+    saved yet). `resume_line` False: an interrupt prints no resume command (qzoo tune
+    says its own).
 
     `accept_changes`: names of ACCEPTABLE options that may differ from the saved run
     (default: config.accept_changes when Config has that field). Raises UserError for
@@ -101,7 +102,9 @@ def train(config, accept_changes=None, notes=(), on_row=None, callbacks=None):
                 why = (
                     f"stopped by a callback: {e}" if isinstance(e, StopTraining) else "interrupted"
                 )
-                if run.rows:
+                if not resume_line:  # the caller says how to continue (qzoo tune)
+                    pass
+                elif run.rows:
                     command = resume_command(run_dir)
                     print(f"qzoo: {why}; resume with: {command}", file=sys.stderr)
                 else:
@@ -114,8 +117,12 @@ def train(config, accept_changes=None, notes=(), on_row=None, callbacks=None):
     except KeyboardInterrupt:
         if created and not (run and run.rows):  # this command's folder, no run in it yet
             shutil.rmtree(run_dir, ignore_errors=True)
+        elif run and not run.rows:  # a user's folder: what this start wrote goes
+            folder.remove_added(run_dir, run.found)
         raise
     except UserError:
+        if run and not run.rows:  # no checkpoint saved: what this start wrote goes
+            folder.remove_added(run_dir, run.found)
         if created:  # a refused new run leaves no empty folder behind (rmdir: if empty)
             with contextlib.suppress(OSError):
                 os.rmdir(run_dir)
@@ -136,6 +143,7 @@ class _Run:
         self.accepted = []  # messages on the changes --accept-changes let through
         self.pending = None  # (rows, inode of the checkpoint before) during a save
         self.checked = False  # whether the folder passed every check: it may be written
+        self.found = set(os.listdir(run_dir))  # what a start that saves nothing leaves
 
     def write_results_after_interrupt(self):
         """results.csv from the checkpoint's rows, after a Ctrl-C that may have fallen
@@ -235,6 +243,11 @@ class _Run:
             check_new_folder(self.config.log_replay)
         saved = state["config"] if state is not None else saved_json
         accepted = self.check_same_run(saved, current, state is not None) if saved else []
+        if self.rows and self.config.iterations < self.rows[-1]["iteration"]:  # never undone
+            raise UserError(
+                f"--iterations: bad value {self.config.iterations}; expected at least the "
+                f"{self.rows[-1]['iteration']} iterations the run in {self.run_dir} has trained"
+            )
         if state is not None and saved_json is not None:
             # config.json may differ from the checkpoint in what a resume may change: a
             # start writes it before its first save (an accepted change that a kill cut

@@ -5,11 +5,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def train(config: Any, on_row: Callable | None = None, callbacks: Sequence = ()) -> Any:
+def train(config: Any, on_row: Callable | None = None, callbacks: Sequence = (),
+          resume_line: bool = True) -> Any:  # fmt: skip
     """Trains `config` in its run folder, resuming it (run/run_folder.py), with the
     PyTorch threads a start of that run uses (threads.py); returns its Outcome (the
     results rows, and why a callback stopped it).
-    `on_row(row)` and `callbacks` (run/callbacks.py) are called as rows are saved."""
+    `on_row(row)` and `callbacks` (run/callbacks.py) are called as rows are saved;
+    `resume_line` False: an interrupt prints no resume command (qzoo tune says its own)."""
     if config.ray and config.address not in ("", "auto"):  # in seconds, before PyTorch loads
         from qzoo.distributed import cluster
 
@@ -22,4 +24,5 @@ def train(config: Any, on_row: Callable | None = None, callbacks: Sequence = ())
     run_dir, notes = config.run_dir or default_run_dir(config), []
     threads.apply(config, thread_record.saved_threads(run_dir), notes)  # a resume keeps its count
     hooks = Callbacks(callbacks) if callbacks else None
-    return run_folder.train(config, notes=notes, on_row=on_row, callbacks=hooks)
+    return run_folder.train(config, notes=notes, on_row=on_row, callbacks=hooks,
+                            resume_line=resume_line)  # fmt: skip

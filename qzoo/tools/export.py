@@ -9,7 +9,8 @@ iteration), the learning curves (curves.png) and with --video one evaluation epi
 (replay.mp4, as `qzoo record` makes it; pip install 'qzoo[video]'). `qzoo eval`, `play`,
 `record`, `plot` and `compare` take DIR as they take the run. The folder is written
 under a temporary name beside DIR and renamed into place when complete; an existing DIR
-is refused unless --force, which replaces only a model folder (or an empty folder).
+is refused unless --force, which replaces only a model folder holding nothing but what
+export writes (or an empty folder).
 """
 
 import contextlib
@@ -18,12 +19,13 @@ import io
 import json
 import os
 import shutil
-import tempfile
+import sys
 
 from qzoo.errors import UserError
-from qzoo.files import atomic_write
+from qzoo.files import atomic_write, held_temporary, remove_stale, unheld
 from qzoo.run import checkpoint, logs
 from qzoo.run.folder_files import os_errors
+from qzoo.signals import deferred
 from qzoo.tools import args as args_lib
 from qzoo.tools import model_card, model_folder
 from qzoo.tools.runs import load_run
@@ -75,7 +77,12 @@ def main(argv):
     if options["run"] is None or options["dir"] is None:
         raise UserError("qzoo export needs a run folder and a new folder: qzoo export RUN DIR")
     iteration = checkpoint_option(options["checkpoint"])
-    summary = export(options["run"], options["dir"], iteration, options["video"], options["force"])
+    try:
+        summary = export(options["run"], options["dir"], iteration, options["video"],
+                         options["force"])  # fmt: skip
+    except KeyboardInterrupt:
+        print(f"qzoo: interrupted; {options['dir']} was not written", file=sys.stderr)
+        raise
     print(summary)
 
 
@@ -112,42 +119,66 @@ def check_target(run_dir, out_dir, force):
             f"{out_dir!r} is not a model folder qzoo export wrote; --force replaces only "
             "those: pass a new DIR"
         )
+    with os_errors("read", out_dir):
+        foreign = sorted(set(os.listdir(out_dir)) - set(FILES))
+    if foreign:  # a user's notes beside the model: --force would delete them
+        listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise UserError(
+            f"{out_dir!r} holds files qzoo export did not write ({listed}), which --force "
+            "would delete: move them away, or pass a new DIR"
+        )
 
 
 def export(run_dir, out_dir, iteration=None, video=False, force=False, repo_id=None):
     """Writes the model folder `out_dir` from the run in `run_dir` (its latest network,
     or that of `iteration`); returns a one-line summary. `repo_id`: the Hub repository
     the card's commands name (qzoo push)."""
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    name = os.path.basename(os.path.abspath(out_dir))
+    with os_errors("write", out_dir):
+        if os.path.isdir(parent):
+            clear_leftovers(parent, name, out_dir)  # first: it may put a model folder back
     check_target(run_dir, out_dir, force)
     if video:
         from qzoo.tools.record import _imageio
 
         _imageio()  # a missing extra is said before any work
     run = load_run(run_dir, iteration)
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    name = os.path.basename(os.path.abspath(out_dir))
     with os_errors("write", out_dir):
         os.makedirs(parent, exist_ok=True)
-        tmp = tempfile.mkdtemp(dir=parent, prefix=f".tmp-{name}-")
+        tmp, held = held_temporary(parent, f".tmp-{name}-", directory=True)
     try:
         with os_errors("write", out_dir):
             files = write_folder(tmp, run, video, name, repo_id)
             os.chmod(tmp, 0o755)  # mkdtemp's folders are private; a model is not
             if os.path.lexists(out_dir):  # --force, checked above
-                old = tempfile.mkdtemp(dir=parent, prefix=f".tmp-{name}-old-")
-                os.replace(out_dir, os.path.join(old, name))
-                os.replace(tmp, out_dir)
+                old, old_held = held_temporary(parent, f".tmp-{name}-old-", directory=True)
+                with deferred():  # Ctrl-C never falls between the two renames
+                    os.replace(out_dir, os.path.join(old, name))
+                    os.replace(tmp, out_dir)
                 shutil.rmtree(old, ignore_errors=True)
+                os.close(old_held)
             else:
                 os.replace(tmp, out_dir)
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)
+        os.close(held)
     size = sum(os.path.getsize(os.path.join(out_dir, f)) for f in files)
     return (
         f"{out_dir}: iteration {run.iteration} of {run_dir} ({run.config.agent} on "
         f"{run.config.env}); {', '.join(files)}; {size / 2**20:.1f} MiB"
     )
+
+
+def clear_leftovers(parent, name, out_dir):
+    """What a killed export of DIR left beside it: its temporary folders go, and a
+    model folder that --force had moved aside, when the kill came before the new one
+    took its place, is put back."""
+    for old in unheld(parent, f".tmp-{name}-old-"):
+        if os.path.lexists(os.path.join(old, name)) and not os.path.lexists(out_dir):
+            os.replace(os.path.join(old, name), out_dir)
+    remove_stale(parent, f".tmp-{name}-")
 
 
 def write_folder(folder, run, video, name, repo_id=None):
@@ -190,7 +221,7 @@ def record_video(folder):
 
     argv = [folder, "--out", os.path.join(folder, VIDEO), "--frames", str(VIDEO_FRAMES)]
     with contextlib.redirect_stdout(io.StringIO()):
-        record.main(argv)
+        record.main(argv, say_interrupt=False)
 
 
 def write_text(path, text):

@@ -19,11 +19,10 @@ import re
 import torch
 
 from qzoo.errors import UserError
-from qzoo.run import checkpoint
-from qzoo.run.folder_files import CHECKPOINT
+from qzoo.run import checkpoint, folder_files
 
 MODEL = "model.safetensors"
-MANIFEST = "model.json"
+MANIFEST = folder_files.MODEL_MANIFEST
 CONFIG = "config.json"
 RESULTS = "results.csv"
 FORMAT = "qzoo-model"
@@ -32,9 +31,7 @@ FORMAT_VERSION = 1
 
 def is_model_folder(path) -> bool:
     """Whether `path` is an exported model folder: a manifest and no run checkpoint."""
-    return os.path.isfile(os.path.join(path, MANIFEST)) and not os.path.lexists(
-        os.path.join(path, CHECKPOINT)
-    )
+    return folder_files.is_model_folder(path)
 
 
 def manifest(iteration: int, version: str, agent: str, env: str, seed: int) -> dict:

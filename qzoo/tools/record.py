@@ -15,14 +15,17 @@ RUN/videos/iteration-K.mp4.
 
 import dataclasses
 import os
-import tempfile
+import shutil
+import sys
 
 import numpy as np
 
 from qzoo.configuration import option
 from qzoo.configuration.values import Bool, Int
 from qzoo.errors import UserError
+from qzoo.files import held_temporary, remove_stale, size_text
 from qzoo.run import threads, tracking
+from qzoo.signals import deferred
 from qzoo.terminal import progress_bar
 from qzoo.tools import args as args_lib
 from qzoo.tools.runs import acting_config, load_run
@@ -70,8 +73,9 @@ def _imageio():
     return imageio
 
 
-def main(argv):
-    """`qzoo record` (see the module docstring)."""
+def main(argv, say_interrupt=True):
+    """`qzoo record` (see the module docstring); `say_interrupt` False: Ctrl-C prints no
+    line of its own (qzoo export says its own)."""
     run_dir, opts, _ = args_lib.parse_tool(
         RecordOptions, argv, "qzoo record", __doc__.split("\n\n")[1].strip(),
         "Records a run's agent playing as an MP4 video.", positional="run_folder", shown=SHOWN,
@@ -84,20 +88,22 @@ def main(argv):
     screen = Screen(run, config, opts.seed)
     agent = Agent(run, epsilon, opts.seed)
     scale = opts.scale or SCALE[run.info.domain]
-    folder = os.path.dirname(os.path.abspath(out))
+    folder, suffix = os.path.dirname(os.path.abspath(out)), "-" + os.path.basename(out)
     try:
         os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix="-" + os.path.basename(out))
-        os.close(fd)
+        remove_stale(folder, ".tmp-", suffix)  # a killed recording's
+        tmp, held = held_temporary(folder, ".tmp-", suffix)
     except OSError as e:
         raise UserError(f"cannot write {out}: {e.strerror or e}") from None
     try:
         # macro_block_size 2: H.264's 4:2:0 colour needs even sizes (frames are padded).
+        # ffmpeg's own messages are kept off the terminal: what fails is said in one line.
         writer = imageio.get_writer(tmp, format="FFMPEG", mode="I", fps=screen.fps,
                                     codec="libx264", pixelformat="yuv420p", quality=8,
-                                    macro_block_size=2)  # fmt: skip
+                                    macro_block_size=2, ffmpeg_log_level="fatal")  # fmt: skip
         with writer:
             returns, frames = record(writer, screen, agent, opts, scale, run.iteration)
+        check_mp4(tmp, out)
         os.chmod(tmp, 0o644)  # mkstemp's files are private; a video is not
         os.replace(tmp, out)
     except OSError as e:
@@ -105,14 +111,44 @@ def main(argv):
     except RuntimeError as e:  # imageio-ffmpeg's report of ffmpeg failing
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"cannot write {out}: ffmpeg failed ({first})") from None
+    except KeyboardInterrupt:  # between two frames (Video.add): ffmpeg ended cleanly
+        if say_interrupt:
+            print(f"qzoo: interrupted; {out} was not written", file=sys.stderr)
+        raise
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        os.close(held)
     listed = ", ".join(f"{r:g}" for r in returns)
     print(f"{out}: {frames} frames at {screen.fps:g} fps; episode returns {listed or 'none'}")
     tracked = tracking.log_video(run_dir, out, run.iteration)  # a --track run: its W&B run
     if tracked:
         print(f"{out}: logged to W&B run {tracked}")
+
+
+def check_mp4(path, out):
+    """Refuses an MP4 file that ffmpeg did not complete: its top-level boxes must tile
+    the file and hold the index (moov) and the data (mdat). imageio-ffmpeg does not
+    look at ffmpeg's exit status, and ffmpeg writes the index last: a disk that fills
+    up then leaves a file without it, which no player opens."""
+    boxes, size = set(), os.path.getsize(path)
+    with open(path, "rb") as f:
+        position = 0
+        while position + 8 <= size:
+            f.seek(position)
+            length, kind = int.from_bytes(f.read(4), "big"), f.read(4)
+            if length == 1:  # a 64-bit size follows
+                length = int.from_bytes(f.read(8), "big")
+            elif length == 0:  # to the end of the file
+                length = size - position
+            if length < 8:
+                break
+            boxes.add(kind)
+            position += length
+    if position != size or not {b"moov", b"mdat"} <= boxes:
+        free = size_text(shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free)
+        raise UserError(f"cannot write {out}: ffmpeg did not complete it (a full disk? "
+                        f"{free} free there)")  # fmt: skip
 
 
 def record(writer, screen, agent, opts, scale, iteration):
@@ -179,7 +215,8 @@ class Video:
             out[: picture.shape[0], : picture.shape[1]] = picture[:height, :width]
             if self.panel:
                 out[:, -PANEL_WIDTH:] = panel
-            self.writer.append_data(out)
+            with deferred():  # a frame cut in half is a corrupt packet to ffmpeg
+                self.writer.append_data(out)
             self.written += 1
 
 

@@ -43,9 +43,8 @@ def read_results(run_dir):
     """Reads `run_dir`'s config.json and results.csv; UserError if either is missing,
     unreadable, or not what `qzoo train` writes."""
     if not os.path.isdir(run_dir):
-        raise UserError(
-            f"run folder {run_dir!r} does not exist; expected a folder `qzoo train` wrote"
-        )
+        what = "is a file, not a folder" if os.path.exists(run_dir) else "does not exist"
+        raise UserError(f"run folder {run_dir!r} {what}; expected a folder `qzoo train` wrote")
     config_path = os.path.join(run_dir, "config.json")
     results_path = os.path.join(run_dir, "results.csv")
     for path in (config_path, results_path):

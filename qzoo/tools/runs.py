@@ -41,9 +41,8 @@ def load_run(run_dir, iteration=None, device="cpu"):
     folder (`qzoo export`) holds one network: that of the iteration it was exported at."""
     path = os.path.join(run_dir, CHECKPOINT)
     if not os.path.isdir(run_dir):
-        raise UserError(
-            f"run folder {run_dir!r} does not exist; expected a folder `qzoo train` wrote"
-        )
+        what = "is a file, not a folder" if os.path.exists(run_dir) else "does not exist"
+        raise UserError(f"run folder {run_dir!r} {what}; expected a folder `qzoo train` wrote")
     if model_folder.is_model_folder(run_dir):
         return _load_model_folder(run_dir, iteration, device)
     if not os.path.exists(path):
@@ -55,8 +54,9 @@ def load_run(run_dir, iteration=None, device="cpu"):
     info = envs.describe(config)
     network = make_network(config, info, observation_shape(info.frame_shape, config.frame_stack))
     latest = int(state["trainer"]["iteration"]) - 1
-    if iteration is None or iteration == latest:
-        # The latest network is in the checkpoint even when no snapshot of it was kept.
+    if iteration is None or iteration == latest and not iteration_kept(run_dir, latest):
+        # The latest network is in the checkpoint even when no snapshot of it was kept;
+        # a kept one named by --checkpoint K is read (and checked): it may be copied away.
         weights, iteration = state["trainer"]["learner"]["online"], latest
     else:
         weights, path = _network_of(run_dir, iteration), network_path(run_dir, iteration)
@@ -92,6 +92,10 @@ def _load_model_folder(folder, iteration, device):
         raise UserError(f"{where}: its network does not match config.json ({reason})") from None
     network.to(device).eval()
     return Run(config, info, network, kept, rows)
+
+
+def iteration_kept(run_dir, iteration):
+    return os.path.lexists(network_path(run_dir, iteration))
 
 
 def iterations_kept(run_dir):

@@ -33,6 +33,7 @@ import sys
 from qzoo.configuration import option
 from qzoo.configuration.values import Bool, Int, Real, Text
 from qzoo.errors import UserError, closest
+from qzoo.run.folder_files import os_errors
 from qzoo.tools.suite_jobs import choose_jobs, share_threads
 from qzoo.tools.suite_runs import Run, expand_games, names, parse_seeds, state
 from qzoo.tools.suite_scheduler import Scheduler
@@ -89,6 +90,11 @@ def main(argv):
     todo = [r for r in runs if state(r)[0] != "complete"]
     jobs, why = choose_jobs(todo, options.jobs)
     share_threads(todo, jobs)
+    if not options.dry_run:  # a file there, a read-only disk: one line, before any run
+        if os.path.exists(options.out) and not os.path.isdir(options.out):
+            raise UserError(f"--out {options.out}: a file; expected a folder")
+        with os_errors("create", options.out):
+            os.makedirs(options.out, exist_ok=True)
     print(summary(runs, todo, options.out, jobs, why), flush=True)
     if options.dry_run:
         for run in runs:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from qzoo.errors import UserError
+from qzoo.run.folder_files import os_message
 from qzoo.tools.suite_runs import DONE, final_score, is_complete, last_iteration, state
 
 _LAUNCHER = """import ctypes, os, signal, sys
@@ -77,15 +77,18 @@ class Scheduler:
 
     def start(self, run):
         kind, detail = state(run)
-        os.makedirs(os.path.dirname(run.folder) or ".", exist_ok=True)
         shown_env = " ".join(f"{k}={v}" for k, v in run.env.items())
         header = (f"\n=== qzoo suite {time.strftime('%Y-%m-%d %H:%M:%S')}: {shown_env}"
                   f"{' ' if shown_env else ''}{shlex.join(run.command)}\n")  # fmt: skip
         try:
+            os.makedirs(os.path.dirname(run.folder) or ".", exist_ok=True)
             with open(run.log, "ab") as log:
                 log.write(header.encode())
-        except OSError as e:
-            raise UserError(f"cannot write {run.log}: {e.strerror or e}") from None
+        except OSError as e:  # a full disk, say: this run fails, those running go on
+            self.failed.append(run)
+            self.say(f"[{run.index}/{len(self.runs)}] FAILED   {run.name}: "
+                     f"{os_message('write', run.log, e)}")  # fmt: skip
+            return
         with open(run.log, "ab") as log:
             proc = subprocess.Popen(
                 _with_parent_death_signal(run.command), stdin=subprocess.DEVNULL, stdout=log,

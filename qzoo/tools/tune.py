@@ -122,7 +122,12 @@ def main(argv):
     except ImportError as e:
         raise UserError(f"qzoo tune needs optuna ({e}); pip install 'qzoo[tune]'") from None
     plan, space = make_plan(agent, options, spaces, extra, check_extra)
-    study = open_study(plan, options)
+    try:
+        study = open_study(plan, options)
+    except KeyboardInterrupt:
+        print("qzoo tune: interrupted before the study was open; no trial had started",
+              file=sys.stderr)  # fmt: skip
+        return 130
     return run_study(study, plan, space, options, argv)
 
 
@@ -162,17 +167,58 @@ def _extremes(distribution):
 
 
 def open_study(plan, options):
-    """The study in its storage, created or loaded; a loaded one must be this plan's."""
+    """The study in its storage, created or loaded; a loaded one must be this plan's.
+    A refusal leaves no folder it made (OUT, the SQLite file's)."""
+    import optuna
+
+    # Optuna's own warnings ("Trial 5 failed ..." with a traceback on Ctrl-C) are not
+    # the user's: qzoo tune says each trial's outcome, and an interrupt's, in one line.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    storage_url = options.storage or f"sqlite:///{os.path.join(plan.out, 'study.db')}"
+    made = make_folders(plan.out, storage_url)
+    database = storage_url[len("sqlite:///") :] if storage_url.startswith("sqlite:///") else ""
+    new_database = bool(database) and not os.path.exists(database)
+    try:
+        return _open_study(plan, options, storage_url)
+    except BaseException:  # a refusal (or Ctrl-C) leaves none of the files it made
+        # An SQLite file it made holds nothing (a full disk, say) unless another process
+        # made it too and writes there: only an empty one goes.
+        if new_database and os.path.isfile(database) and not os.path.getsize(database):
+            with contextlib.suppress(OSError):
+                os.unlink(database)
+        for folder in made:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+        raise
+
+
+def make_folders(out, storage_url):
+    """Makes OUT and the folder of an SQLite storage's file; returns those it made,
+    deepest first. UserError for a file where a folder should be."""
+    from qzoo.run.folder_files import os_errors
+
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UserError(f"--out {out}: a file; expected a folder (a new one, or the study's)")
+    folders = [out]
+    if storage_url.startswith("sqlite:///"):
+        folders.insert(0, os.path.dirname(os.path.abspath(storage_url[len("sqlite:///") :])))
+    made = []
+    for folder in folders:
+        missing, parent = [], os.path.abspath(folder or ".")
+        while not os.path.exists(parent):
+            missing.append(parent)
+            parent = os.path.dirname(parent)
+        with os_errors("create", folder):
+            os.makedirs(folder or ".", exist_ok=True)
+        made += missing
+    return sorted(set(made), key=len, reverse=True)
+
+
+def _open_study(plan, options, storage_url):
     import inspect
 
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage_url = options.storage or f"sqlite:///{os.path.join(plan.out, 'study.db')}"
-    if storage_url.startswith("sqlite:///"):
-        os.makedirs(os.path.dirname(os.path.abspath(storage_url[len("sqlite:///") :])) or ".",
-                    exist_ok=True)  # fmt: skip
-    os.makedirs(plan.out, exist_ok=True)
     kwargs = {"heartbeat_interval": options.heartbeat, "grace_period": 2 * options.heartbeat}
     names = inspect.signature(optuna.storages.RDBStorage).parameters
     kwargs["heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in names
@@ -221,10 +267,28 @@ def open_study(plan, options):
 def run_study(study, plan, space, options, argv):
     """Runs trials until --trials are complete or pruned over every process; prints
     the best. Ctrl-C: the running trial is re-enqueued, exit status 130."""
+    objective = tune_trial.Objective(plan, space)
+    try:
+        _run_trials(study, objective, options)
+    except KeyboardInterrupt:  # in a trial, or between trials (waiting, say)
+        redo(study, objective.current)
+        again = shlex.join(["qzoo", "tune", *argv])
+        what = (
+            "no trial had started"
+            if objective.current is None
+            else f"trial {objective.current} will be redone, resuming its run folders"
+        )
+        print(f"qzoo tune: interrupted; {what}; continue with: {again}", file=sys.stderr)
+        return 130
+    print(summary(study, plan))
+    return 0
+
+
+def _run_trials(study, objective, options):
+    """Runs trials until --trials are complete or pruned over every process."""
     import optuna
     from optuna.trial import TrialState
 
-    objective = tune_trial.Objective(plan, space)
     waited = False
     while True:
         with quiet():
@@ -233,7 +297,7 @@ def run_study(study, plan, space, options, argv):
         done = states.count(TrialState.COMPLETE) + states.count(TrialState.PRUNED)
         running, waiting = states.count(TrialState.RUNNING), states.count(TrialState.WAITING)
         if done >= options.trials:
-            break
+            return
         if done + running + waiting >= options.trials and not waiting:
             if not waited:
                 print(
@@ -245,28 +309,15 @@ def run_study(study, plan, space, options, argv):
             time.sleep(options.heartbeat)
             continue
         objective.current = None  # set by the trial once it has started
-        try:
-            with quiet():
-                study.optimize(objective, n_trials=1)
-        except KeyboardInterrupt:
-            redo(study, objective.current)
-            again = shlex.join(["qzoo", "tune", *argv])
-            what = (
-                "no trial had started"
-                if objective.current is None
-                else f"trial {objective.current} will be redone, resuming its run folders"
-            )
-            print(f"qzoo tune: interrupted; {what}; continue with: {again}",
-                  file=sys.stderr)  # fmt: skip
-            return 130
+        with quiet():
+            study.optimize(objective, n_trials=1)
         last = (
             study.get_trials(deepcopy=False)[-1]
             if objective.current is None
             else next(t for t in study.get_trials(deepcopy=False) if t.number == objective.current)
         )
+        objective.current = None  # finished: an interrupt from here on redoes nothing
         print(f"qzoo tune: trial {last.number} {outcome(last)}", flush=True)
-    print(summary(study, plan))
-    return 0
 
 
 def outcome(trial):

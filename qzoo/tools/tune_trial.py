@@ -100,10 +100,11 @@ class Objective:
 
             for iteration, value in saved_rows(folder):  # a resumed trial's earlier rows
                 report(iteration, value)
-            try:
+            try:  # on Ctrl-C, qzoo tune's own line says how to continue: no resume line
                 train_command(train_argv(plan, seed, folder, params),
                               on_row=lambda row: report(row["iteration"],
-                                                        float(row["eval_episode_return"])))  # fmt: skip
+                                                        float(row["eval_episode_return"])),
+                              resume_line=False)  # fmt: skip
             except Diverged as e:
                 raise optuna.TrialPruned(f"seed {seed} diverged: {e}") from None
             rows = saved_rows(folder)

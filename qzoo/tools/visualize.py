@@ -292,9 +292,9 @@ def _channel_names(info):
     """MinAtar's object names for its channels (minatar's own table), else None."""
     if info.domain != "minatar":
         return None
-    from minatar import Environment
+    from qzoo.envs.gym import minatar_environment
 
-    channels = Environment(info.name.split("/", 1)[1]).env.channels
+    channels = minatar_environment()(info.name.split("/", 1)[1]).env.channels
     return sorted(channels, key=channels.get)
 
 

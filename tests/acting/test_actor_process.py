@@ -230,7 +230,7 @@ def test_a_killed_actor_stops_the_run_in_one_line_keeping_its_checkpoint(tmp_pat
             "--run-dir", str(run_dir)]  # fmt: skip
     child = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600  # a bound on a broken test: minutes under load
         actor = None
         while actor is None and time.monotonic() < deadline:  # iteration 1's actor
             time.sleep(0.2)
@@ -241,7 +241,7 @@ def test_a_killed_actor_stops_the_run_in_one_line_keeping_its_checkpoint(tmp_pat
         assert actor is not None, "no actor process appeared"
         time.sleep(1.0)
         os.kill(actor, signal.SIGKILL)
-        _, err = child.communicate(timeout=60)
+        _, err = child.communicate(timeout=600)
     finally:
         if child.poll() is None:
             child.kill()

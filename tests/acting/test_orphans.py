@@ -73,8 +73,10 @@ def _train(tmp_path, acting, wrapper=None):
 
 def _kill_and_check(run, children):
     """The alive children of `run` (expecting `children`), then SIGKILL to `run`:
-    every child must be gone within 5 s."""
-    deadline, found = time.monotonic() + 60, []
+    every child must be gone, with no other signal than the kernel's death signal. (The
+    bounds are on a broken test: on a loaded machine a start takes minutes, and a
+    signalled process may wait seconds for a core; was 60 s and 5 s.)"""
+    deadline, found = time.monotonic() + 600, []
     while len(found) < children and time.monotonic() < deadline:
         assert run.poll() is None, "the run ended"
         time.sleep(0.2)
@@ -84,7 +86,7 @@ def _kill_and_check(run, children):
         assert run.poll() is None
         os.kill(run.pid, signal.SIGKILL)
         run.wait()
-        assert _gone_within(found, 5.0) == [], "children outlived the run"
+        assert _gone_within(found, 120.0) == [], "children outlived the run"
     finally:
         _kill(p for p in found if _alive(p))
 
@@ -130,7 +132,7 @@ def test_sigkill_of_a_run_with_environment_workers_leaves_none_behind(tmp_path):
     run = _train(tmp_path, ["--acting", "parallel", "--actor-workers", "2", "--num-envs", "2"])
     try:
         checkpoint = tmp_path / "run" / "checkpoints" / "latest.safetensors"
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600
         while not checkpoint.exists() and time.monotonic() < deadline:  # past iteration 0
             assert run.poll() is None, "the run ended"
             time.sleep(0.2)
@@ -176,8 +178,9 @@ def test_a_child_blocked_on_its_killed_parents_lock_dies_only_with_the_death_sig
         assert _alive(child)
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
-        left = _gone_within([child], 3.0 if protect == "protected" else 1.5)
-        # Unprotected, the orphan waits on: what the actor process did before.
+        # Protected, it dies (however long a loaded machine takes to run it); unprotected,
+        # the orphan waits on: what the actor process did before.
+        left = _gone_within([child], 120.0 if protect == "protected" else 1.5)
         assert left == ([] if protect == "protected" else [child])
     finally:
         holder.kill()
@@ -194,7 +197,7 @@ def test_a_child_whose_parent_is_already_gone_exits_at_once():
     other = ctx.Process(target=die_with_parent, args=(os.getpid() + 1_000_000_000,))
     for process in (mine, other):
         process.start()
-        process.join(10)
+        process.join(120)
     assert (mine.exitcode, other.exitcode) == (0, 1)
 
 
@@ -220,7 +223,7 @@ FROM_THE_FORKSERVER = textwrap.dedent("""
 def test_sigkill_of_a_learner_leaves_no_forkserver_or_actor_behind(tmp_path):
     run = _train(tmp_path, ["--acting", "async", "--actor-process"], FROM_THE_FORKSERVER)
     try:
-        deadline, found = time.monotonic() + 120, []
+        deadline, found = time.monotonic() + 600, []
         while not found and time.monotonic() < deadline:  # the forkserver's actor acts
             assert run.poll() is None, "the run ended"
             time.sleep(0.2)
@@ -230,7 +233,7 @@ def test_sigkill_of_a_learner_leaves_no_forkserver_or_actor_behind(tmp_path):
         time.sleep(0.5)
         os.kill(run.pid, signal.SIGKILL)
         run.wait()
-        assert _gone_within(list(found[0]), 5.0) == [], "the forkserver or actor outlived the run"
+        assert _gone_within(list(found[0]), 120.0) == [], "the forkserver or actor outlived the run"
     finally:
         run.kill()
         run.wait()
@@ -256,7 +259,7 @@ def test_die_with_ends_a_process_when_one_it_is_not_the_child_of_ends(pidfd):
 
             os.pidfd_open = refused
         die_with(sleeper.pid)
-        time.sleep(30)
+        time.sleep(600)  # killed below: ends here only if die_with failed
         os._exit(0)
 
     process = ctx.Process(target=child)
@@ -266,7 +269,7 @@ def test_die_with_ends_a_process_when_one_it_is_not_the_child_of_ends(pidfd):
         assert process.is_alive()
         sleeper.kill()
         sleeper.wait()
-        process.join(5)
+        process.join(120)  # die_with's thread needs a core; polling, half a second more
         assert process.exitcode == 1
     finally:
         sleeper.kill()

@@ -7,7 +7,7 @@ import multiprocessing
 import threading
 
 import pytest
-from helpers import TINY, TINY_ARGS
+from helpers import TINY, TINY_ARGS, replacing
 
 import qzoo
 from qzoo.cli.main import main
@@ -38,8 +38,8 @@ def uninterrupted(tmp_path_factory):
 def test_python_and_command_line_give_identical_rows(uninterrupted, tmp_path):
     folder, result = uninterrupted
     argv = ["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(tmp_path / "cli"),
-            *TINY_ARGS, "--iterations", "3", "--train-frames", "400", "--eval-frames", "200",
-            "--learn-period", "4"]  # fmt: skip
+            *replacing(TINY_ARGS, ["--iterations", "3", "--train-frames", "400",
+                                   "--eval-frames", "200", "--learn-period", "4"])]  # fmt: skip
     assert main(argv) == 0
     assert rows_of(tmp_path / "cli") == rows_of(folder)
     assert len(result.rows) == 4 and result.stopped is None

@@ -102,6 +102,15 @@ def test_a_deleted_config_json_resumes_from_the_checkpoints_config(interrupted):
     ("cut", ["resume", "{run}"], "{run}/config.json is damaged ("),
     ("list", ["resume", "{run}"], "{run}/config.json is not a qzoo config; delete it"),
     ("value", ["resume", "{run}"], "{run}/config.json holds a config this qzoo refuses: --discount:"),
+    # Issue 34 #5: was "--discount 0.95 differs from 0.99 used by the run ...; pass the
+    # run's values or another --run-dir": nothing typed, and options resume does not take.
+    ("edited", ["resume", "{run}"], ("{run}/config.json was edited (discount: 0.95 there, 0.99 in "
+     "the checkpoint); a resume runs the config in the checkpoint: undo the edit, or delete "
+     "config.json to resume with the checkpoint's\n")),
+    ("longer", ["resume", "{run}"], ("{run}/config.json was edited (iterations: 4 there, 2 in the "
+     "checkpoint); a resume runs the config in the checkpoint: undo the edit, or delete "
+     "config.json to resume with the checkpoint's, or pass --iterations 4 to change the run's "
+     "length\n")),
     (None, ["resume", "{run}", "--learning-rate", "1"], "qzoo resume takes no --learning-rate: a resume keeps"),
     (None, ["resume", "{run}", "--no-double-q"], "qzoo resume takes no --no-double-q"),
     (None, ["resume", "{run}", "--run-dir", "x"], "qzoo resume takes no --run-dir: RUN names"),
@@ -121,6 +130,10 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(
         config.write_text("[1, 2]")
     elif make == "value":
         config.write_text(config.read_text().replace('"discount": 0.99', '"discount": 2'))
+    elif make == "edited":
+        config.write_text(config.read_text().replace('"discount": 0.99', '"discount": 0.95'))
+    elif make == "longer":
+        config.write_text(config.read_text().replace('"iterations": 2', '"iterations": 4'))
     before = _snapshot(tmp_path)
     capsys.readouterr()
     assert main([a.format(**names) for a in argv]) == 2

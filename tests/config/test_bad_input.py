@@ -137,6 +137,16 @@ TRAIN = [
     (["train", "dqn", "--priority-exponent", "0.5"], "--priority-exponent: bad value 0.5"),
     (["train", "c51", "--rmsprop-decay", "0.9"], "--rmsprop-decay: bad value 0.9"),
     (["train", "dqn", "--mlp-hidden", "128"], "--mlp-hidden: bad value 128"),
+    # Issue 34 #3: was accepted and ignored (each evaluation played 100 whole games).
+    (["train", "der", "--env", "pong", "--eval-frames", "2000"],
+     ("--eval-frames: bad value 2000; expected no --eval-frames here: it only acts with "
+      "--eval-episodes 0 (with --eval-episodes N, each evaluation plays N whole episodes, one "
+      "per environment, however many frames they take)")),
+    (["train", "drq_eps", "--env", "pong", "--eval-finish-episodes"],
+     ("--eval-finish-episodes: bad value true; expected false here: it only acts with "
+      "--eval-episodes 0")),
+    (["train", "dqn", "--eval-episodes", "4", "--eval-frames", "1000"],
+     "--eval-frames: bad value 1000; expected no --eval-frames here"),
     # --mlp-layers: widths, on an MLP torso, not beside --mlp-hidden or --recurrent.
     (["train", "dqn", *CARTPOLE, "--mlp-layers", "120,,84"],
      "--mlp-layers: bad value 120,,84; expected '' or 1 to 8 comma-separated integers"),
@@ -188,6 +198,11 @@ TRAIN = [
     # Suggestions that mean the option (an alias), not one that shares letters.
     (["train", "dqn", "--lr", "1e-4"], "unknown option --lr; did you mean --learning-rate?"),
     (["train", "dqn", "--game", "pong"], "unknown option --game; did you mean --env?"),
+    # Issue 34 #14: a repeated option was accepted, the last one winning.
+    (["train", "dqn", "--seed", "1", "--seed", "2"],
+     "--seed: given twice (--seed 1 and --seed 2); expected it once"),
+    (["train", "dqn", "--dueling", "--no-dueling"],
+     "--dueling: given twice (--dueling and --no-dueling); expected it once"),
     (["train", "dqn", "--threads", "1000"],
      f"--threads: bad value 1000; expected 0 (auto) or an integer in [1, {CORES}]"),
 ]  # fmt: skip
@@ -219,6 +234,15 @@ BENCH = [
     (["suite", "reprt", "x"], "suite takes options or report first, got 'reprt' (did you mean"),
     (["bench", "train", "--lr", "1"], "unknown option --lr; did you mean --learning-rate?"),
     (["--versio"], "unknown option --versio; did you mean --version?"),
+    # Issue 34 #14: a repeated option was accepted, the last one winning.
+    (["resume", "x", "--threads", "1", "--threads=2"],
+     "--threads: given twice (--threads 1 and --threads=2); expected it once"),
+    (["eval", "x", "--episodes", "1", "--episodes", "2"], "--episodes: given twice"),
+    (["compare", "x", "--raw", "--raw"], "--raw: given twice (--raw and --raw); expected it once"),
+    (["dataset", "info", "x", "--stack", "1", "--stack", "2"], "--stack: given twice"),
+    (["suite", "--agents", "dqn", "--agents", "c51", "--games", "pong"], "--agents: given twice"),
+    (["tune", "dqn", "--env", "CartPole-v1", "--", "--discount", "0.9", "--discount", "0.8"],
+     "--discount: given twice (--discount 0.9 and --discount 0.8); expected it once"),
 ]  # fmt: skip
 
 

@@ -1,15 +1,16 @@
 """`--ray --address HOST:PORT` is probed before Ray is asked (Ray retries an address
 for minutes, a warning every few seconds): a closed port, or a server that does not
 answer as a Ray cluster's GCS (a gRPC server) within the timeout, is one line and exit
-code 2, within the 5 s the docs promise. The probe is a TCP connect and HTTP/2's
-opening: a GCS answers with a SETTINGS frame at once."""
+code 2, before PyTorch loads. The probe is a TCP connect and HTTP/2's opening: a GCS
+answers with a SETTINGS frame at once. What is checked holds on a loaded machine: no
+wait of the probe is longer than its timeout, and the command refuses before torch is
+imported (wall-clock bounds on the whole were not certain there)."""
 
 import os
 import socket
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from helpers import REPO
@@ -64,10 +65,45 @@ def _closes(connection):
     connection.close()
 
 
+class Waits:
+    """socket.create_connection for the probe, recording every timeout it waits with
+    (the connect's, then each of its reads')."""
+
+    def __init__(self, monkeypatch):
+        self.waits, connect = [], socket.create_connection
+
+        def create_connection(address, timeout):
+            self.waits.append(timeout)
+            return _Recorded(connect(address, timeout=timeout), self.waits)
+
+        monkeypatch.setattr(cluster.socket, "create_connection", create_connection)
+
+
+class _Recorded:
+    def __init__(self, connection, waits):
+        self.connection, self.waits = connection, waits
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.connection.close()
+
+    def settimeout(self, seconds):
+        self.waits.append(seconds)
+        self.connection.settimeout(seconds)
+
+    def sendall(self, data):
+        self.connection.sendall(data)
+
+    def recv(self, size):
+        return self.connection.recv(size)
+
+
 def test_a_grpc_server_passes_the_probe():
     server = Server(_gcs)
     try:
-        cluster.check_reachable(server.address, timeout=5.0)  # no error
+        cluster.check_reachable(server.address, timeout=60.0)  # no error (it answers at once)
     finally:
         server.close()
 
@@ -77,35 +113,45 @@ def test_a_grpc_server_passes_the_probe():
     [(_silent, "does not answer as a Ray cluster's GCS within 1 s;"),
      (_closes, "does not answer as a Ray cluster's GCS (it closed the connection);")],
 )  # fmt: skip
-def test_a_server_of_another_kind_is_refused_within_the_timeout(answer, fragment):
-    server = Server(answer)
-    start = time.monotonic()
+def test_a_server_of_another_kind_is_refused_within_the_timeout(answer, fragment, monkeypatch):
+    server, spy = Server(answer), Waits(monkeypatch)
     try:
         with pytest.raises(UserError) as error:
             cluster.check_reachable(server.address, timeout=1.0)
     finally:
         server.close()
-    assert time.monotonic() - start < 5.0  # the 1-s timeout held (room for a loaded machine)
+    # The 1-s timeout held: the connect and each read waited at most what was left of it.
+    assert spy.waits[0] == 1.0 and all(0 < wait <= 1.0 for wait in spy.waits), spy.waits
     message = str(error.value)
     assert message.startswith(f"--address {server.address}: a server listens there but ")
     assert fragment in message and "\n" not in message
 
 
-def test_a_closed_port_is_one_line_within_6_seconds_in_a_real_process(tmp_path):
-    """The whole command, Python's start included: the probe runs before PyTorch loads."""
+# The command line as `python -m qzoo` runs it, then whether PyTorch was ever imported.
+COMMAND_THEN_TORCH = """
+import sys
+from qzoo.cli.main import main
+status = main(sys.argv[1:])
+print("torch" in sys.modules)
+sys.exit(status)
+"""
+
+
+def test_a_closed_port_is_one_line_before_pytorch_loads_in_a_real_process(tmp_path):
+    """The whole command in a process of its own: refused before PyTorch is imported
+    (the seconds that takes; was a bound of 6 s on the whole command, Python's start
+    included, which a loaded machine can exceed)."""
     pytest.importorskip("ray")  # without it, the refusal is that Ray is missing
     address = f"127.0.0.1:{_closed_port()}"
     argv = ["train", "dqn", "--env", "CartPole-v1", "--ray", "--address", address]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    start = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "qzoo", *argv], capture_output=True,
-                            text=True, cwd=tmp_path, env=env, check=False)  # fmt: skip
-    seconds = time.monotonic() - start
-    assert result.returncode == 2 and result.stdout == ""
+    result = subprocess.run([sys.executable, "-c", COMMAND_THEN_TORCH, *argv],
+                            capture_output=True, text=True, cwd=tmp_path, env=env,
+                            check=False)  # fmt: skip
+    assert result.returncode == 2 and result.stdout == "False\n"
     assert result.stderr.startswith(f"qzoo: error: --address {address}: no Ray cluster answers "
                                     "there (Connection refused)")  # fmt: skip
     assert result.stderr.count("\n") == 1, result.stderr
-    assert seconds < 6.0, seconds
     assert os.listdir(tmp_path) == []
 
 

@@ -210,3 +210,28 @@ def test_small_environments(name):
         assert env.info.frame_shape == (4, 10, 10) and steps[0].frame.dtype == np.uint8
     else:
         assert env.info.frame_shape == (4,) and steps[0].frame.dtype == np.float32
+
+
+def test_ctrl_c_while_minatar_imports_matplotlib_is_not_swallowed(monkeypatch):
+    """minatar imports matplotlib and seaborn inside a bare `except:`: a Ctrl-C or
+    SIGTERM that came then was swallowed (a warning "Cannot import matplotlib" instead),
+    and the command went on as if never stopped. Found by the fault pass of issue 34."""
+    import builtins
+    import os
+    import signal
+    import sys
+
+    from qzoo.envs.gym import minatar_environment
+
+    for name in [n for n in sys.modules if n == "minatar" or n.startswith("minatar.")]:
+        monkeypatch.delitem(sys.modules, name)  # imported afresh, restored after
+    real_import = builtins.__import__
+
+    def import_(name, *args, **kwargs):
+        if name == "seaborn":  # as a Ctrl-C would, in the middle of minatar's import
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", import_)
+    with pytest.raises(KeyboardInterrupt):
+        minatar_environment()

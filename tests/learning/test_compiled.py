@@ -111,7 +111,7 @@ def test_factorised_noise_is_f_of_a_truncated_normal_quantile():
 def test_compile_refused_for_r2d1_in_one_line():
     done = subprocess.run(
         [sys.executable, "-m", "qzoo", "train", "r2d1", "--env", "CartPole-v1", "--compile"],
-        check=False, capture_output=True, text=True, timeout=120,
+        check=False, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 2
     assert "Traceback" not in done.stderr

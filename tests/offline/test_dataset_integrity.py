@@ -188,7 +188,7 @@ def small_disk(tmp_path):
 
 def qzoo(*argv):
     return subprocess.run([sys.executable, "-m", "qzoo", *argv], cwd=REPO, capture_output=True,
-                          text=True, timeout=300, check=False)  # fmt: skip
+                          text=True, timeout=600, check=False)  # fmt: skip
 
 
 def test_on_a_real_full_disk_no_sigbus(tmp_path):
@@ -209,5 +209,33 @@ def test_on_a_real_full_disk_no_sigbus(tmp_path):
         assert done.returncode == 2, done.stderr
         assert "not enough disk space" in done.stderr
         assert os.listdir(small) == []
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+
+
+def test_a_conversion_onto_a_full_or_read_only_disk_is_one_line(tmp_path):
+    """Dopamine's files written back onto a full disk, or either layout onto a read-only
+    one, were an OSError traceback (exit 1; issue 34's fault pass): one line, exit 2,
+    and no folder left."""
+    small = small_disk(tmp_path)
+    try:
+        writer = LoggedReplayWriter(tmp_path / "src" / "replay_logs", 3000, FRAME, stack=1)
+        episodes(writer, [30] * 101)
+        writer.close()
+        copy = tmp_path / "q"
+        assert qzoo("dataset", "convert", str(tmp_path / "src"), str(copy), "--to",
+                    "qzoo").returncode == 0  # fmt: skip
+        (small / "filler").write_bytes(b"\0" * (1024 - 32) * 1024)  # 32 KiB left
+        done = qzoo("dataset", "convert", str(copy), str(small / "back"), "--to", "dopamine")
+        assert done.returncode == 2 and done.stderr.splitlines()[-1] == (
+            f"qzoo: error: cannot write {small / 'back'}: No space left on device"
+        ), done.stderr
+        assert "Traceback" not in done.stderr and os.listdir(small) == ["filler"]
+        subprocess.run(["mount", "-o", "remount,ro", str(small)], check=True)
+        for source, to in ((tmp_path / "src", "qzoo"), (copy, "dopamine")):
+            done = qzoo("dataset", "convert", str(source), str(small / "x"), "--to", to)
+            assert done.returncode == 2 and done.stderr == (
+                f"qzoo: error: cannot write {small / 'x'}: Read-only file system\n"
+            ), done.stderr
     finally:
         subprocess.run(["umount", str(small)], check=True)

@@ -1,6 +1,8 @@
 """Logging a run's experience in the DQN Replay Dataset's format, and training on a
 dataset without acting."""
 
+import json
+
 import numpy as np
 
 from qzoo.configuration import build_config
@@ -47,9 +49,11 @@ OPTIONS = {"env": "minatar/breakout", "iterations": "3", "train_frames": "700",
 
 
 def logged_files(folder):
+    """The dataset's arrays by file name (and logged.json's text: the run that logged)."""
     logs = folder / "replay_logs"
-    return {name: dopamine.read_array(logs / name, name.split("_ckpt")[0].replace("$store$_", ""))
-            for name in sorted(p.name for p in logs.iterdir())}  # fmt: skip
+    files = {name: dopamine.read_array(logs / name, name.split("_ckpt")[0].replace("$store$_", ""))
+             for name in sorted(p.name for p in logs.iterdir()) if "_ckpt." in name}  # fmt: skip
+    return {**files, "logged.json": (logs / "logged.json").read_text()}
 
 
 def test_a_resumed_run_logs_the_same_files(tmp_path):
@@ -67,9 +71,10 @@ def test_a_resumed_run_logs_the_same_files(tmp_path):
     assert [r["iteration"] for r in rows] == [2, 3]
     expected, got = logged_files(whole), logged_files(cut)
     # 2,100 rows (MinAtar: a frame per step) in a buffer of 500: 4 full snapshots, 1 final.
-    assert sorted(expected) == sorted(got) and len(expected) == 6 * 5
+    assert sorted(expected) == sorted(got) and len(expected) == 6 * 5 + 1
     for name in expected:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    assert json.loads(got["logged.json"]) == {"env": "minatar/breakout", "agent": "dqn", "seed": 1}
 
 
 def test_offline_training_reads_the_logged_dataset_and_never_acts(tmp_path):

@@ -9,6 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
+from helpers import replacing
 
 from qzoo.cli.main import main
 from qzoo.configuration import build_config
@@ -50,6 +51,38 @@ def one_error_line(err, *fragments):
 
 def logs_file(folder, attribute, suffix):
     return folder / "replay_logs" / dopamine.file_name(attribute, suffix)
+
+
+# -- 0. the dataset knows its game -----------------------------------------------------
+def test_a_dataset_of_another_game_is_refused_naming_its_game(dataset, tmp_path, capsys):
+    """Issue 34 #12: `qzoo train dqn --env minatar/asterix --offline <a breakout
+    dataset>` trained without a word (MinAtar's frames and actions fit each other), and
+    `qzoo dataset info` called a logged dataset's game unknown."""
+    assert main(["dataset", "info", str(dataset)]) == 0
+    assert capsys.readouterr().out.startswith(f"{dataset / 'replay_logs'} (minatar/breakout): ")
+    argv = ["train", "dqn", "--env", "minatar/asterix", "--iterations", "1", "--train-frames",
+            "100", "--eval-frames", "50", "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    assert main([*argv, "--offline", str(dataset)]) == 2
+    assert capsys.readouterr().err == (
+        f"qzoo: error: --offline {dataset}: its data is of minatar/breakout (so says "
+        f"{dataset / 'replay_logs' / 'logged.json'}), not of minatar/asterix; pass --env "
+        "minatar/breakout, or another dataset\n"
+    )
+    # A converted copy knows it too, and so does the published layout's path.
+    copy = tmp_path / "copy"
+    assert main(["dataset", "convert", str(dataset), str(copy), "--to", "qzoo"]) == 0
+    assert main([*argv, "--offline", str(copy)]) == 2
+    assert "its data is of minatar/breakout (so says" in capsys.readouterr().err
+    published = tmp_path / "Breakout" / "1"
+    shutil.copytree(dataset / "replay_logs", published / "replay_logs")
+    os.unlink(published / "replay_logs" / "logged.json")
+    argv[3] = "pong"
+    assert main([*argv, "--offline", str(published)]) == 2
+    assert capsys.readouterr().err.endswith(
+        f"its data is of Breakout (so says the path {published / 'replay_logs'}), not of "
+        "pong; pass --env breakout, or another dataset\n"
+    )
+    assert not (tmp_path / "run").exists()
 
 
 # -- 1. dataset info counts at the logged stack --------------------------------------
@@ -226,8 +259,8 @@ def test_log_replay_into_a_file_is_refused_naming_the_option(tmp_path, capsys):
     afile = tmp_path / "afile"
     afile.write_text("mine")
     run_dir = tmp_path / "run"
-    online = [*TRAIN, "--train-frames", "1200", "--replay-capacity", "3000",
-              "--min-replay-capacity-fraction", "0.1", "--run-dir", str(run_dir)]  # fmt: skip
+    online = replacing(TRAIN, ["--train-frames", "1200", "--replay-capacity", "3000",
+                               "--min-replay-capacity-fraction", "0.1", "--run-dir", str(run_dir)])  # fmt: skip
     assert main([*online, "--log-replay", str(afile)]) == 2
     one_error_line(capsys.readouterr().err,
                    f"--log-replay {afile}: it is a file; expected a folder")  # fmt: skip
@@ -258,7 +291,7 @@ def test_a_damaged_staging_file_is_one_line_and_rebuilt_once_deleted(tmp_path, c
     staged = data / ".staging" / "observation.npy"
     with open(staged, "r+b") as f:
         f.truncate(1000)
-    more = [*argv, "--iterations", "2", "--accept-changes", "iterations"]
+    more = replacing(argv, ["--iterations", "2", "--accept-changes", "iterations"])
     capsys.readouterr()
     assert main(more) == 2
     one_error_line(capsys.readouterr().err, str(staged), "is truncated or corrupt",

@@ -7,7 +7,7 @@ assembles bit for bit the batch FrameStorage assembles."""
 import numpy as np
 import pytest
 import torch
-from helpers import GAMMA, cartpole_config, filled, pair, random_rows, rows, window_slots
+from helpers import GAMMA, cartpole_config, filled, pair, random_rows, replacing, rows, window_slots
 
 from qzoo.cli.main import main
 from qzoo.configuration import build_config
@@ -191,7 +191,7 @@ def test_what_it_does_not_take_is_refused_in_one_line(options, blamed, tmp_path,
                                                       capsys):  # fmt: skip
     monkeypatch.chdir(tmp_path)
     argv = ["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(tmp_path / "run"),
-            "--replay-device", "cpu", *options]  # fmt: skip
+            *replacing(["--replay-device", "cpu"], options)]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("qzoo: error: " + blamed), err

@@ -109,7 +109,7 @@ def test_ctrl_c_or_sigterm_then_qzoo_resume_gives_the_same_results(signum, refer
         time.sleep(0.05)
     assert checkpoint.exists() and process.poll() is None, "the run ended before the signal"
     process.send_signal(signum)
-    assert process.wait(timeout=60) == 130
+    assert process.wait(timeout=600) == 130
     err = process.stderr.read().decode()
     assert "Traceback" not in err
     assert f"run folder: {os.path.abspath(run_dir)}" in err.splitlines()

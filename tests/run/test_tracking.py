@@ -10,7 +10,7 @@ import os
 
 import pytest
 import wandb_files
-from helpers import TINY_ARGS
+from helpers import TINY_ARGS, replacing
 
 from qzoo.cli.main import main
 
@@ -75,7 +75,7 @@ def test_a_resume_and_a_recording_reattach_to_the_same_wandb_run(tmp_path, offli
     folder = str(tmp_path / "run")
     argv = ["train", "dqn", "--env", "CartPole-v1", "--run-dir", folder, "--track", *TINY_ARGS]
     assert main(argv) == 0
-    assert main([*argv, "--iterations", "3", "--accept-changes", "iterations"]) == 0
+    assert main(replacing(argv, ["--iterations", "3", "--accept-changes", "iterations"])) == 0
     video = str(tmp_path / "play.mp4")
     assert main(["record", folder, "--out", video, "--frames", "10"]) == 0
     first, second, third = offline()

@@ -57,6 +57,15 @@ CASES = [
     # compare
     (["compare"], "compare needs run folders"),
     (["compare", "{missing}"], "does not exist"),
+    # Issue 34 #7: a file was said not to exist.
+    (
+        ["compare", "{a_file}", "--raw"],
+        ("run folder '{a_file}' is a file, not a folder; expected a folder `qzoo train` wrote"),
+    ),
+    (["plot", "{a_file}", "--out", "{out}.png"], "run folder '{a_file}' is a file, not a folder"),
+    (["visualize", "{a_file}", "--out", "{out}.html"], "'{a_file}' is a file, not a folder"),
+    (["eval", "{a_file}"], "run folder '{a_file}' is a file, not a folder"),
+    (["export", "{a_file}", "{out}"], "run folder '{a_file}' is a file, not a folder"),
     (["compare", "{other_csv}"], "is not a qzoo results.csv"),
     (["compare", "{good}", "--metric", "best"], "--metric: invalid choice: 'best'"),
     (["compare", "{good}", "--reps", "0"], "--reps: bad value '0'"),
@@ -89,7 +98,8 @@ def test_bad_input_is_one_line_and_exit_2(argv, fragment, folders, tmp_path, cap
     captured = capsys.readouterr()
     assert captured.out == ""
     lines = captured.err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("qzoo: error: ") and fragment in lines[0]
+    fragment = fragment.format(**folders)
+    assert len(lines) == 1 and lines[0].startswith("qzoo: error: ") and fragment in lines[0], lines
     assert not [name for name in os.listdir(tmp_path) if name.startswith("out")]
 
 

@@ -5,6 +5,7 @@ import csv
 import json
 import os
 import shlex
+import shutil
 import sys
 import typing
 
@@ -184,9 +185,15 @@ def one_line_error(capsys, argv, fragment):
 def test_an_existing_folder_is_refused_unless_force(tiny_run, tmp_path, capsys):
     out = tmp_path / "model"
     assert main(["export", str(tiny_run), str(out), "--checkpoint", "0"]) == 0
-    (out / "stale.txt").write_text("old")
+    (out / "notes.txt").write_text("mine")
     one_line_error(capsys, ["export", str(tiny_run), str(out)], "exists; pass --force")
-    assert (out / "stale.txt").exists()
+    # Issue 34 #13: --force deleted the user's notes.txt with the model it replaced.
+    one_line_error(capsys, ["export", str(tiny_run), str(out), "--force"],
+                   f"{str(out)!r} holds files qzoo export did not write (notes.txt), which "
+                   "--force would delete: move them away, or pass a new DIR")  # fmt: skip
+    assert (out / "notes.txt").read_text() == "mine"
+    assert json.loads((out / "model.json").read_text())["iteration"] == 0
+    os.unlink(out / "notes.txt")
     assert main(["export", str(tiny_run), str(out), "--force"]) == 0
     assert sorted(os.listdir(out)) == FILES  # replaced whole
     assert json.loads((out / "model.json").read_text())["iteration"] == 2
@@ -199,6 +206,23 @@ def test_an_existing_folder_is_refused_unless_force(tiny_run, tmp_path, capsys):
                    "is not a model folder qzoo export wrote")  # fmt: skip
     assert (foreign / "notes.txt").read_text() == "keep"
     one_line_error(capsys, ["export", str(tiny_run), str(tiny_run), "--force"], "is or holds")
+
+
+def test_a_killed_exports_leftovers_go_and_a_model_folder_it_moved_aside_comes_back(
+    tiny_run, exported, tmp_path, capsys
+):
+    """Issue 34 #11: SIGKILL during `qzoo export --video` left .tmp-DIR-*/ (MBs) that no
+    later export removed. A kill leaves it unlocked (the kernel drops a dead process's
+    flock); and a kill between --force's two renames leaves the previous model folder
+    aside, which is put back (here: refused without --force, as the folder exists)."""
+    out = tmp_path / "model"
+    (tmp_path / ".tmp-model-k1ll3d").mkdir()
+    (tmp_path / ".tmp-model-k1ll3d" / "replay.mp4").write_bytes(b"\0" * 1000)
+    shutil.copytree(exported, tmp_path / ".tmp-model-old-k1ll3d" / "model")
+    one_line_error(capsys, ["export", str(tiny_run), str(out)], "exists; pass --force")
+    assert sorted(os.listdir(tmp_path)) == ["model"]
+    assert sorted(os.listdir(out)) == FILES
+    assert (out / "README.md").read_bytes() == (exported / "README.md").read_bytes()
 
 
 def test_a_failed_export_leaves_nothing_and_keeps_the_old_folder(tiny_run, tmp_path, monkeypatch,

@@ -5,6 +5,7 @@ out by hand from fake run folders."""
 
 import csv
 import dataclasses
+import errno
 import os
 import shlex
 import signal
@@ -14,7 +15,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import REPO
+from helpers import REPO, replacing
 
 from qzoo import data
 from qzoo.cli.main import main
@@ -162,6 +163,44 @@ def test_a_failed_run_is_reported_with_its_log_and_exit_1(tmp_path, capsys, monk
     assert "1 failed (dqn CartPole-v1-1; their logs say why)" in text.splitlines()[-1]
 
 
+def test_an_out_that_cannot_be_a_folder_is_one_line_before_any_run(tmp_path, capsys,
+                                                                     monkeypatch):  # fmt: skip
+    """Was an OSError traceback from the scheduler (issue 34's fault pass)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("mine")
+    for out, message in (("afile", "--out afile: a file; expected a folder"),
+                         ("afile/s", "cannot create afile/s: Not a directory")):  # fmt: skip
+        status, text, err = run_cli(capsys, "--agents", "dqn", "--games", "CartPole-v1",
+                                    "--out", out, "--", *TINY)  # fmt: skip
+        assert (status, text, err) == (2, "", f"qzoo: error: {message}\n")
+    assert os.listdir(tmp_path) == ["afile"]
+
+
+def test_a_log_that_cannot_be_written_fails_its_run_and_the_others_go_on(tmp_path, capsys,
+                                                                         monkeypatch):  # fmt: skip
+    """A disk that fills up under a suite: the run whose log cannot be made fails, said in
+    its line, and the suite ends as for any failed run (was a traceback, which left the
+    runs under way running on their own)."""
+    from qzoo.tools import suite_scheduler
+
+    makedirs = os.makedirs
+
+    def full(path, *args, **kwargs):  # the runs' folders: OUT/dqn
+        if os.path.basename(path) != "dqn":
+            return makedirs(path, *args, **kwargs)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+    monkeypatch.setattr(suite_scheduler.os, "makedirs", full)  # os's own: suite's too
+    out = str(tmp_path / "s")
+    status, text, _ = run_cli(capsys, "--agents", "dqn", "--games", "CartPole-v1", "--out", out,
+                              "--", *TINY)  # fmt: skip
+    assert status == 1
+    log = os.path.join(out, "dqn", "CartPole-v1-1.log")
+    assert (f"[1/1] FAILED   dqn CartPole-v1-1: cannot write {log}: "
+            f"{os.path.join(out, 'dqn')}: No space left on device") in text.splitlines()  # fmt: skip
+    assert "1 failed (dqn CartPole-v1-1; their logs say why)" in text.splitlines()[-1]
+
+
 # --- the runner: parallel runs, Ctrl-C, resume -----------------------------------------
 
 
@@ -183,7 +222,7 @@ def test_parallel_runs_ctrl_c_and_resume(tmp_path):
     folder = {s: os.path.join(out, "dqn", f"CartPole-v1-{s}") for s in (1, 2, 3)}
     # Two runs at once: both start before either ends.
     proc = _suite(out, "1,2", "--status-period", "1")
-    text = proc.communicate(timeout=120)[0]
+    text = proc.communicate(timeout=600)[0]
     assert proc.returncode == 0, text
     kinds = [line.split()[1] for line in text.splitlines() if line.startswith("[")]
     assert kinds == ["start", "start", "done", "done"], text
@@ -196,12 +235,12 @@ def test_parallel_runs_ctrl_c_and_resume(tmp_path):
     # sends; Ctrl-C's SIGINT takes the same path): it stops its run, which saves and
     # prints its resume line; the finished runs are left alone.
     proc = _suite(out, "1,2,3")
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 600  # a bound on a broken test: minutes under load
     while _rows(folder[3]) is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _rows(folder[3]) is not None and proc.poll() is None
     proc.send_signal(signal.SIGTERM)
-    text = proc.communicate(timeout=60)[0]
+    text = proc.communicate(timeout=600)[0]
     assert proc.returncode == 130, text
     assert "skip     dqn CartPole-v1-1" in text and "skip     dqn CartPole-v1-2" in text
     assert "stopped  dqn CartPole-v1-3" in text and "the same command resumes" in text
@@ -212,7 +251,7 @@ def test_parallel_runs_ctrl_c_and_resume(tmp_path):
 
     # The same command again: the finished runs untouched, the third resumed to its end.
     proc = _suite(out, "1,2,3")
-    text = proc.communicate(timeout=120)[0]
+    text = proc.communicate(timeout=600)[0]
     assert proc.returncode == 0, text
     assert f"resume   dqn CartPole-v1-3: resumes after iteration {stopped_at} of 4" in text
     assert "done     dqn CartPole-v1-3" in text and "] start" not in text
@@ -234,22 +273,22 @@ def test_a_suite_started_as_a_scripts_background_job_still_stops_its_runs(tmp_pa
     folder = os.path.join(out, "dqn", "CartPole-v1-1")
     env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "qzoo", "suite", "--agents", "dqn", "--games",
-               "CartPole-v1", "--out", out, "--", *TINY, "--iterations", "200"]  # fmt: skip
+               "CartPole-v1", "--out", out, "--", *replacing(TINY, ["--iterations", "200"])]  # fmt: skip
     # `trap '' INT` is what bash does for a background job of a script; exec keeps it.
     proc = subprocess.Popen(["bash", "-c", f"trap '' INT; exec {shlex.join(command)}"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env)  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600  # a bound on a broken test: minutes under load
         while _rows(folder) is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _rows(folder) is not None and proc.poll() is None
         proc.send_signal(signal.SIGTERM)
-        text = proc.communicate(timeout=60)[0]
+        text = proc.communicate(timeout=600)[0]
     finally:
         if proc.poll() is None:  # the run ignored the suite's SIGINT: a second signal
             proc.send_signal(signal.SIGTERM)  # kills it
-            proc.communicate(timeout=60)
+            proc.communicate(timeout=600)
     assert proc.returncode == 130 and "stopped  dqn CartPole-v1-1" in text, text
     with open(folder + ".log") as f:
         assert f"qzoo: interrupted; resume with: qzoo resume {folder}\n" in f.read()

@@ -4,12 +4,14 @@ one-line refusals of bad input."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
-from helpers import REPO, TINY_ARGS
+from helpers import REPO, TINY_ARGS, replacing
 
 from qzoo.cli.main import main
 
@@ -63,9 +65,9 @@ def test_snapshot_interval_keeps_every_kth(tmp_path):
     saved = lost.read_bytes()
     lost.unlink()
     # The interval changes no result, so a resume may change it.
-    assert main(["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(run_dir), *TINY,
-                 "--iterations", "3", "--accept-changes", "iterations",
-                 "--snapshot-interval", "1"]) == 0  # fmt: skip
+    assert main(["train", "dqn", "--env", "CartPole-v1", "--run-dir", str(run_dir),
+                 *replacing(TINY, ["--iterations", "3", "--accept-changes", "iterations",
+                                   "--snapshot-interval", "1"])]) == 0  # fmt: skip
     assert "iteration-3.safetensors" in os.listdir(run_dir / "checkpoints" / "networks")
     assert lost.read_bytes() == saved
 
@@ -224,6 +226,93 @@ def test_record_atari_in_colour_at_60_fps(pong, tmp_path, capsys):
     shutil.rmtree(pong / "videos")
 
 
+def test_record_removes_what_a_killed_recording_left_and_nothing_being_written(minatar,
+                                                                             tmp_path):  # fmt: skip
+    """Issue 34 #11: a recording killed by SIGKILL left its .tmp-*-NAME.mp4, which no
+    later one removed. A kill leaves it unlocked (the kernel drops a dead process's
+    flock); one being written is locked by its writer and stays."""
+    pytest.importorskip("imageio")
+    from qzoo.files import held_temporary
+
+    (tmp_path / ".tmp-k1ll3d-clip.mp4").write_bytes(b"\0" * 1000)  # as SIGKILL leaves it
+    live, held = held_temporary(str(tmp_path), ".tmp-", "-clip.mp4")  # another recording's
+    try:
+        assert main(["record", str(minatar), "--out", str(tmp_path / "clip.mp4"),
+                     "--frames", "5"]) == 0  # fmt: skip
+        assert sorted(os.listdir(tmp_path)) == sorted(["clip.mp4", os.path.basename(live)])
+    finally:
+        os.close(held)
+
+
+def test_sigterm_during_record_is_one_line_and_leaves_no_file(minatar, tmp_path):
+    """Issue 34 #11: SIGTERM in the middle of a frame sent to ffmpeg made it print
+    "corrupt input packet" lines, and qzoo printed none of its own. A frame is now sent
+    whole (the signal waits for it), ffmpeg ends cleanly, and the line says what
+    happened."""
+    pytest.importorskip("imageio")
+    out = tmp_path / "clip.mp4"
+    # Minutes of big frames: still recording when the signal comes, however loaded.
+    command = [sys.executable, "-m", "qzoo", "record", str(minatar), "--out", str(out),
+               "--episodes", "1000", "--scale", "64"]  # fmt: skip
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=str(REPO),
+                            env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300  # only a bound on a broken test: never reached
+        while not [n for n in os.listdir(tmp_path) if os.path.getsize(tmp_path / n) > 0]:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)  # ffmpeg has written frames: mid-recording
+        _, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert err.splitlines() == [f"qzoo: interrupted; {out} was not written"], err
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_video_ffmpeg_could_not_complete_is_refused_not_renamed_into_place(minatar, tmp_path,
+                                                                            monkeypatch, capsys):  # fmt: skip
+    """A full disk when ffmpeg writes the MP4's index (last) left a file no player opens,
+    and `qzoo record` said it was written, exit 0: imageio-ffmpeg does not look at
+    ffmpeg's exit status (found by issue 34's fault pass). The file is checked now."""
+    pytest.importorskip("imageio")
+    from qzoo.tools import record
+
+    check = record.check_mp4
+
+    def cut_short(path, out):  # as a full disk leaves it: the index missing
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) // 2)
+        check(path, out)
+
+    monkeypatch.setattr(record, "check_mp4", cut_short)
+    out = tmp_path / "clip.mp4"
+    assert main(["record", str(minatar), "--out", str(out), "--frames", "20"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"qzoo: error: cannot write {out}: ffmpeg did not complete it (a full "
+                          "disk? ") and err.count("\n") == 1, err  # fmt: skip
+    assert os.listdir(tmp_path) == []
+
+
+def test_record_on_a_full_disk_is_one_line_and_leaves_no_file(minatar, tmp_path, capsys):
+    pytest.importorskip("imageio")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    command = ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)]
+    if subprocess.run(command, check=False, capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        (disk / "filler").write_bytes(b"\0" * 60_000)  # a few kB left: not a video's index
+        out = disk / "clip.mp4"
+        assert main(["record", str(minatar), "--out", str(out), "--frames", "50"]) == 2
+        captured = capsys.readouterr()
+        assert captured.err.startswith(f"qzoo: error: cannot write {out}: ")
+        assert captured.err.count("\n") == 1, captured.err  # no ffmpeg lines either
+        assert os.listdir(disk) == ["filler"]
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
 def test_record_without_imageio_names_the_extra(cartpole, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "imageio", None)  # `import imageio` fails
     monkeypatch.setitem(sys.modules, "imageio.v2", None)
@@ -277,6 +366,11 @@ BAD = [
     (["eval", "{bad_net}", "--checkpoint", "1"], "iteration-1.safetensors' is corrupt"),
     (["eval", "{odd_net}", "--checkpoint", "1"], "iteration-1.safetensors is not a qzoo network"),
     (["eval", "{odd_net}", "--checkpoint", "0"], "its network does not match the run's config"),
+    # Issue 34 #18: the latest iteration's kept network, named, was never read (the
+    # checkpoint's copy was), and its damage went unsaid.
+    (["eval", "{bad_latest}", "--checkpoint", "2"], "networks/iteration-2.safetensors"),
+    (["export", "{bad_latest}", "{bad_latest}-model", "--checkpoint", "2"],
+     "; choose another --checkpoint, or latest"),
     (["eval", "{run}", "--episodes", "0"], "--episodes: bad value 0; expected an integer"),
     (["eval", "{run}", "--episodes", "many"], "--episodes: bad value many"),
     (["eval", "{run}", "--episodes", "2.5"], "--episodes: bad value 2.5"),
@@ -318,13 +412,19 @@ def folders(cartpole, tmp_path_factory):
     (base / "empty").mkdir()
     (base / "foreign" / "checkpoints").mkdir(parents=True)
     (base / "foreign" / "checkpoints" / "latest.safetensors").write_bytes(b"\0" * 100)
-    for name in ("bad_net", "odd_net"):
+    for name in ("bad_net", "odd_net", "bad_latest"):
         shutil.copytree(cartpole, base / name)
+    with open(base / "bad_latest" / "checkpoints/networks/iteration-2.safetensors", "r+b") as f:
+        f.seek(-1, os.SEEK_END)  # the last byte of the last array: a checksum catches it
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 0xFF]))
     nets = "checkpoints/networks/iteration-1.safetensors"
     (base / "bad_net" / nets).write_bytes(b"not a network")
     checkpoint.save(str(base / "odd_net" / nets), {"weights": [1, 2, 3]})
     checkpoint.save(str(base / "odd_net" / nets.replace("-1", "-0")), {"w": torch.zeros(3)})
-    paths = {name: str(base / name) for name in ("empty", "foreign", "bad_net", "odd_net")}
+    paths = {name: str(base / name) for name in ("empty", "foreign", "bad_net", "odd_net",
+                                                 "bad_latest")}  # fmt: skip
     return {**paths, "run": str(cartpole), "missing": str(base / "missing")}
 
 

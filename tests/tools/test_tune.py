@@ -104,13 +104,13 @@ def test_a_stopped_study_continues_with_the_same_command(tmp_path, stop):
     with open(tmp_path / "first.log", "w+") as log:
         worker = start(argv, log)
         results = out / "trial-0-seed-1" / "results.csv"
-        deadline = time.time() + 300
+        deadline = time.time() + 600  # a bound on a broken test: minutes under load
         while not (results.exists() and len(results.read_text().splitlines()) >= 2):
             assert worker.poll() is None and time.time() < deadline
             time.sleep(0.05)
         assert worker.poll() is None, "the study ended before it could be stopped"
         worker.send_signal(getattr(signal, stop))
-        status = worker.wait(timeout=60)
+        status = worker.wait(timeout=600)
     text = (tmp_path / "first.log").read_text()
     if stop == "SIGINT":
         assert status == 130 and "trial 0 will be redone" in text
@@ -216,3 +216,78 @@ def test_iqm_of_a_trials_seeds_cuts_a_quarter_at_each_end():
 
     assert aggregate([1.0, 2.0, 3.0, 4.0, 100.0], "iqm") == 3.0  # int(5/4) = 1 cut each end
     assert aggregate([1.0, 2.0, 3.0, 4.0, 100.0], "mean") == 22.0
+
+
+def test_an_out_that_is_a_file_is_refused_in_one_line(tmp_path, capsys):
+    """Issue 34 #1: was a FileExistsError traceback from open_study."""
+    (tmp_path / "notes.txt").write_text("mine\n")
+    argv = ["tune", "dqn", "--env", "CartPole-v1", "--trials", "1",
+            "--out", str(tmp_path / "notes.txt"), "--", *TRAIN]  # fmt: skip
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"qzoo: error: --out {tmp_path / 'notes.txt'}: a file; expected a folder (a new one, "
+        "or the study's)\n"
+    )
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
+    assert os.listdir(tmp_path) == ["notes.txt"]
+
+
+def test_a_storage_that_cannot_be_opened_leaves_no_folder_behind(tmp_path, capsys):
+    """Issue 34 #10: the refusal left an empty OUT folder."""
+    out = tmp_path / "runs" / "study"
+    argv = ["tune", "dqn", "--env", "CartPole-v1", "--trials", "1", "--out", str(out),
+            "--storage", f"sqlite:///{tmp_path}", "--", *TRAIN]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"qzoo: error: --storage: cannot open 'sqlite:///{tmp_path}' (")
+    assert err.count("\n") == 1
+    assert os.listdir(tmp_path) == []
+
+
+def test_ctrl_c_in_a_trial_says_one_thing_how_to_continue(tmp_path, monkeypatch, capfd):
+    """Issue 34 #2: Optuna's "Trial 0 failed" warning and a KeyboardInterrupt traceback
+    came before qzoo's line, and the trial's run folder printed its own resume command."""
+    from qzoo.run import trainer as loop
+
+    run_iteration = loop.Trainer.run_iteration
+
+    def stop_at_2(self, progress=None):
+        if self.iteration == 2:
+            raise KeyboardInterrupt
+        return run_iteration(self, progress)
+
+    monkeypatch.setattr(loop.Trainer, "run_iteration", stop_at_2)
+    out = tmp_path / "study"
+    argv = tune_argv(out, 1)
+    assert main(argv) == 130
+    captured = capfd.readouterr()  # Optuna logs to the stderr it found at import
+    assert "Traceback" not in captured.err and "failed" not in captured.err
+    assert "qzoo resume" not in captured.err + captured.out
+    assert captured.err.splitlines()[-1] == (
+        "qzoo tune: interrupted; trial 0 will be redone, resuming its run folders; continue "
+        f"with: {shlex.join(['qzoo', *argv])}"
+    )
+    assert [r.split(",")[0] for r in (out / "trial-0-seed-1" / "results.csv").read_text().split()][
+        :3
+    ] == ["iteration", "0", "1"]
+
+
+def test_a_study_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys):
+    """SQLite cannot create the study's tables: the empty database file and the folder
+    the command made went unremoved (issue 34's fault pass)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)]
+    if subprocess.run(mount, check=False, capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        (disk / "filler").write_bytes(b"\0" * 60_000)
+        argv = ["tune", "dqn", "--env", "CartPole-v1", "--trials", "1", "--out",
+                str(disk / "study"), "--space", "batch_size=off", "--", *TRAIN]  # fmt: skip
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"qzoo: error: --storage: cannot open 'sqlite:///{disk}/study/")
+        assert err.count("\n") == 1 and "full" in err, err
+        assert os.listdir(disk) == ["filler"]
+    finally:  # lazily: SQLAlchemy's pool may hold the removed file open until collected
+        subprocess.run(["umount", "-l", str(disk)], check=True)

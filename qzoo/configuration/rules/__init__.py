@@ -10,6 +10,7 @@ from qzoo.configuration.rules.acting import (
     pin_relations,
     prefetch_relations,
 )
+from qzoo.configuration.rules.atari100k import ACTS_ONLY_WITH as _ATARI_100K_ONLY
 from qzoo.configuration.rules.atari100k import atari100k_relations
 from qzoo.configuration.rules.device_replay import ACTS_ONLY_WITH as _CAPTURE_ONLY
 from qzoo.configuration.rules.device_replay import capture_relations, device_replay_relations
@@ -20,7 +21,8 @@ from qzoo.configuration.rules.r2d1 import check_preset_recurrence, recurrent_rel
 from qzoo.configuration.rules.ray import ACTS_ONLY_WITH as _RAY_ONLY
 from qzoo.configuration.rules.ray import ray_relations, valid_address
 
-ACTS_ONLY_WITH = {**_CAPTURE_ONLY, **_OFFLINE_ONLY, **_R2D1_ONLY, **_RAY_ONLY}
+ACTS_ONLY_WITH = {**_ATARI_100K_ONLY, **_CAPTURE_ONLY, **_OFFLINE_ONLY, **_R2D1_ONLY,
+                  **_RAY_ONLY}  # fmt: skip
 
 __all__ = [
     "ACTS_ONLY_WITH", "actor_process_relations", "atari100k_relations", "batch_relations",

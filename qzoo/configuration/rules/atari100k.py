@@ -1,6 +1,15 @@
 """Atari 100k's parts (learning/augmentation.py, --eval-episodes): what they do not
 take."""
 
+# Options that --eval-episodes N (an evaluation of N whole episodes, one per environment,
+# however many frames they take) leaves without effect: config/validate.py's table.
+_BY_EPISODES = ("--eval-episodes 0 (with --eval-episodes N, each evaluation plays N whole "
+                "episodes, one per environment, however many frames they take)")  # fmt: skip
+ACTS_ONLY_WITH = {
+    "eval_frames": (None, (), lambda c, d: not c.eval_episodes, _BY_EPISODES),
+    "eval_finish_episodes": (False, (), lambda c, d: not c.eval_episodes, _BY_EPISODES),
+}
+
 
 def atari100k_relations(c, domain):
     relations = []
