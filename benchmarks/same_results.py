@@ -197,14 +197,10 @@ def measure(args):
     with open(args.out, "w") as out:
         runs = dict(RUNS)
         runs["offline_log"] = [*OFFLINE, "--log-replay", os.path.join(work, "logged")]
-        runs["offline_dqn"] = [
-            "dqn",
-            *MINATAR,
-            "--offline",
-            os.path.join(work, "logged"),
-            "--iterations",
-            "1",
-        ]
+        # One iteration (each option given once: qzoo refuses a repeated one).
+        one = [*MINATAR[:MINATAR.index("--iterations")], "--iterations", "1",
+               *MINATAR[MINATAR.index("--iterations") + 2:]]  # fmt: skip
+        runs["offline_dqn"] = ["dqn", *one, "--offline", os.path.join(work, "logged")]
         for name, argv in runs.items():
             if chosen and name not in chosen:
                 continue

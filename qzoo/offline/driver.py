@@ -81,7 +81,8 @@ class OfflineDriver(SerialDriver):
         while frames < num_frames:
             step = min(config.learn_period, num_frames - frames)
             updates.learn_due(updates.frame_t, updates.frame_t + step)
-            updates.frame_t, frames = updates.frame_t + step, frames + step
+            updates.advance(step)
+            frames += step
             if progress is not None:
                 progress(step, empty)
         duration = time.perf_counter() - started
