@@ -14,6 +14,7 @@ Everything not listed in `__all__` is internal and may change."""
 
 import dataclasses
 import math
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -61,12 +62,49 @@ def config(agent: str, **options: Any) -> Config:
     function, one defined in the script being run) works with every acting mode but
     --actor-process and --ray. Raises ConfigError (a ValueError) with the line `qzoo
     train` prints for the same options."""
-    if "env" in options and callable(options["env"]):
-        options["env"] = user_envs.name_for(options["env"])
     try:
-        return build_config(agent, options, strict=True)
+        return build_config(agent, _python_values(options), strict=True)
     except UserError as e:
         raise ConfigError(str(e)) from None
+
+
+def _python_values(options: dict) -> dict:
+    """`options` as the command line's values: an environment function by its name,
+    NumPy scalars as Python's, a whole float for an integer option, a list of widths as
+    text; and --gym-packages extended by the modules that registered the torso and the
+    environment named, so that every process that rebuilds the run finds them."""
+    import gymnasium
+    import numpy as np
+
+    from qzoo.configuration import FIELDS
+    from qzoo.configuration.values import Int, Widths
+
+    values = {}
+    for name, value in options.items():
+        if "-" in name:
+            raise ConfigError(f"option {name!r}: expected its Python name, "
+                              f"{name.replace('-', '_')}=")  # fmt: skip
+        if isinstance(value, np.generic):
+            value = value.item()
+        domain = FIELDS[name].metadata["domain"] if name in FIELDS else None
+        if isinstance(domain, Int) and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(domain, Widths) and isinstance(value, (list, tuple)):
+            value = ",".join(str(width) for width in value)
+        values[name] = value
+    env = values.get("env")
+    if isinstance(env, gymnasium.Env):
+        raise ConfigError("env: a Gymnasium environment made already; expected its name, or "
+                          "a function or class that makes one (qzoo makes one per "
+                          "environment it steps): env=lambda: YourEnv(...)")  # fmt: skip
+    if callable(env):
+        values["env"] = user_envs.name_for(env)
+    modules = [m for m in (user_envs.module_of(values.get("env", "")),
+                           torsos.module_of(values.get("torso", ""))) if m]  # fmt: skip
+    if modules:
+        given = [m.strip() for m in str(values.get("gym_packages", "")).split(",") if m.strip()]
+        values["gym_packages"] = ",".join(dict.fromkeys(given + modules))
+    return values
 
 
 def _with_options(base: Config, options: dict) -> Config:
@@ -107,12 +145,15 @@ def train(config_or_agent: Config | str, *, run_dir: str | None = None,
 
 
 def _outcome(chosen: Config, start: Callable) -> TrainResult:
-    """Runs `start`; a TrainResult of its outcome."""
+    """Runs `start` (SIGTERM stopping it as Ctrl-C does, in the main thread: a
+    scheduler's stop saves the run as the command line's does); a TrainResult."""
     from qzoo.configuration import default_run_dir
+    from qzoo.signals import term_as_interrupt
 
     folder = chosen.run_dir or default_run_dir(chosen)
     try:
-        outcome = start()
+        with term_as_interrupt():
+            outcome = start()
     except StopTraining as e:  # before the first row: nothing was saved
         return TrainResult(folder, chosen, [], str(e))
     return TrainResult(folder, chosen, list(outcome.rows), outcome.stopped)
@@ -151,27 +192,48 @@ def load(path: str, iteration: int | None = None, *, device: str = "cpu", seed: 
         from qzoo.tools.push import download
 
         path = download(path)
-    return Agent(load_run(path, iteration, device), seed)
+    try:
+        return Agent(load_run(path, iteration, device), seed, source=path)
+    except UserError as e:  # the tools' words: --checkpoint is load's `iteration` here
+        raise UserError(str(e).replace("--checkpoint: bad value", "iteration:")) from None
 
 
 def _looks_like_repo_id(path: str) -> bool:
+    """owner/name, where no folder `owner` exists here (runs/nope is a local typo)."""
     parts = path.split("/")
-    return len(parts) == 2 and all(parts) and not path.startswith((".", "~"))
+    return (len(parts) == 2 and all(parts) and not path.startswith((".", "~"))
+            and not os.path.exists(parts[0]))  # fmt: skip
 
 
-def evaluate(agent: Agent, episodes: int | None = None, *, frames: int | None = None,
+def evaluate(agent: Agent | str, episodes: int | None = None, *, frames: int | None = None,
              protocol: str | None = None, epsilon: float | None = None, seed: int = 0,
              num_envs: int = 1) -> dict:  # fmt: skip
-    """Plays `agent` in fresh environments as `qzoo eval --json` does, and returns what
-    it prints: "returns" (per episode), their statistics under "return" (mean, median,
-    min, max, std), "normalized_return" (Atari), "episodes", "frames". `episodes`
-    (default 10) or `frames`; `protocol` (Atari: dqn_zoo, machado, noop30) and
-    `epsilon` default to the run's evaluation; `seed` makes it repeatable."""
+    """Plays `agent` (or the agent of the run or model folder `agent` names) in fresh
+    environments as `qzoo eval --json` does, and returns what it prints: "returns" (per
+    episode), their statistics under "return" (mean, median, min, max, std),
+    "normalized_return" (Atari), "episodes", "frames". `episodes` (default 10) or
+    `frames`; `protocol` (Atari: dqn_zoo, machado, noop30) and `epsilon` default to the
+    run's evaluation; `seed` makes it repeatable. An environment with no time limit of
+    its own needs `frames` (or the run's --max-frames-per-episode): an episode the
+    agent never ends would play for ever. ValueError for a bad argument."""
     from qzoo.tools import evaluate as evaluate_lib
     from qzoo.tools.runs import Run, acting_config
 
+    if isinstance(agent, str):
+        agent = load(agent)
+    if not isinstance(agent, Agent):
+        raise TypeError(f"agent: {type(agent).__name__}; expected an Agent (qzoo.load) or "
+                        "the path of a run or model folder")  # fmt: skip
     if episodes is not None and frames is not None:
         raise ValueError("episodes and frames: expected one of the two, not both")
+    for name, value, low, high in (("episodes", episodes, 1, 10**6), ("frames", frames, 1, 10**10),
+                                   ("num_envs", num_envs, 1, 1024)):  # fmt: skip
+        if value is not None and (type(value) is not int or not low <= value <= high):
+            raise ValueError(
+                f"{name}: bad value {value!r}; expected an integer in [{low}, {high:_}]"
+            )
+    if epsilon is not None and not (isinstance(epsilon, (int, float)) and 0 <= epsilon <= 1):
+        raise ValueError(f"epsilon: bad value {epsilon!r}; expected a number in [0, 1]")
     run = Run(agent.config, agent.info, agent.network, agent.iteration, agent.rows)
     try:
         chosen, protocol, epsilon = acting_config(run, protocol, epsilon)
@@ -180,8 +242,10 @@ def evaluate(agent: Agent, episodes: int | None = None, *, frames: int | None = 
     if frames is None:
         episodes = episodes or evaluate_lib.DEFAULT_EPISODES
     result = evaluate_lib.evaluate(run, chosen, epsilon, seed, num_envs, episodes, frames)
-    return {"checkpoint": agent.iteration, "protocol": protocol, "epsilon": epsilon,
-            "seed": seed, "num_envs": num_envs, **result}  # fmt: skip
+    latest = not agent.rows or agent.iteration == agent.rows[-1]["iteration"]
+    return {"run": agent.source, "checkpoint": agent.iteration, "latest": latest,
+            "protocol": protocol, "epsilon": epsilon, "seed": seed, "num_envs": num_envs,
+            **result}  # fmt: skip
 
 
 def register_torso(name: str, build: Callable[[tuple], Any], *, head_hidden: int = 0) -> None:
@@ -192,8 +256,11 @@ def register_torso(name: str, build: Callable[[tuple], Any], *, head_hidden: int
     pass measures it). The heads still go on top: dueling, distributional, noisy,
     ensembles; `head_hidden` units in their hidden layer (0: none). For the command
     line and other processes, register it in a module named in --gym-packages."""
+    import sys
+
+    caller = sys._getframe(1).f_globals.get("__name__", "")  # the module registering it
     try:
-        torsos.register(name, build, head_hidden)
+        torsos.register(name, build, head_hidden, caller)
     except UserError as e:
         raise ConfigError(str(e)) from None
 

@@ -109,5 +109,7 @@ def default_values(saved):
 
 
 def default_run_dir(config):
-    """runs/<agent>-<env>-<seed>, with the env's slashes (minatar/breakout) made safe."""
-    return os.path.join("runs", f"{config.agent}-{config.env.replace('/', '_')}-{config.seed}")
+    """runs/<agent>-<env>-<seed>, with the env's slashes (minatar/breakout) and colons
+    (my_envs:Corridor-v0) made safe for every file system and shell."""
+    env = config.env.replace("/", "_").replace(":", "_").replace("#", "_")
+    return os.path.join("runs", f"{config.agent}-{env}-{config.seed}")

@@ -17,17 +17,20 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 @dataclasses.dataclass(frozen=True)
 class UserTorso:
     """`build(observation_shape)` returns the module; the head's hidden layer has
-    `head_hidden` units per stream (0: the features go straight to its outputs)."""
+    `head_hidden` units per stream (0: the features go straight to its outputs);
+    `module`: the module that registered it (importing it registers it again)."""
 
     build: Callable
     head_hidden: int
+    module: str = ""
 
 
 _REGISTERED: dict[str, UserTorso] = {}
 
 
-def register(name: str, build: Callable, head_hidden: int = 0) -> None:
-    """Registers (or replaces) the torso `name`; UserError for a bad name or value."""
+def register(name: str, build: Callable, head_hidden: int = 0, module: str = "") -> None:
+    """Registers (or replaces) the torso `name`, registered by `module`; UserError for
+    a bad name or value."""
     if not isinstance(name, str) or not _NAME.match(name) or name in BUILT_IN:
         raise UserError(f"register_torso: bad name {name!r}; expected a name of letters, "
                         f"digits and _ . - that is not one of {', '.join(BUILT_IN)}")  # fmt: skip
@@ -37,12 +40,21 @@ def register(name: str, build: Callable, head_hidden: int = 0) -> None:
     if type(head_hidden) is not int or not 0 <= head_hidden <= 10_000:
         raise UserError(f"register_torso: bad head_hidden {head_hidden!r}; expected an "
                         "integer in [0, 10_000]")  # fmt: skip
-    _REGISTERED[name] = UserTorso(build, head_hidden)
+    _REGISTERED[name] = UserTorso(build, head_hidden, module)
 
 
 def registered(name: str) -> UserTorso | None:
     """The user torso called `name`, or None."""
     return _REGISTERED.get(name)
+
+
+def module_of(name: str) -> str | None:
+    """The module to import in another process to find torso `name` again: the one
+    that registered it, unless that was the script being run (or it is not a user's)."""
+    torso = _REGISTERED.get(name)
+    if torso is None or torso.module in ("", "__main__") or torso.module.startswith("qzoo."):
+        return None
+    return torso.module
 
 
 class TorsoChoice(Choice):

@@ -6,9 +6,10 @@ turn a broken environment into one line instead of a traceback hours into a run.
   module:factory  a function or class of the module, called with no arguments
   a callable      from Python (qzoo.config(env=make_env)): named module:qualname; when
                   another process cannot import it by that name (a lambda, a nested
-                  function, one defined in the script being run), it lives in this
-                  process's table below, and modes that act in other processes
-                  (--actor-process, --ray) refuse it
+                  function, a functools.partial, one defined in the script being
+                  run), it lives in this process's table below as module:qualname#N,
+                  and modes that act in other processes (--actor-process, --ray)
+                  refuse it
 """
 
 import numbers
@@ -43,10 +44,26 @@ def name_for(make_env: Callable) -> str:
     for key, known in _IN_PROCESS.items():
         if known is make_env:
             return key
-    taken = [key for key in _IN_PROCESS if key == name or key.startswith(name + "#")]
-    key = name if not taken else f"{name}#{len(taken) + 1}"
+    taken = [key for key in _IN_PROCESS if key.startswith(name + "#")]
+    key = f"{name}#{len(taken) + 1}"  # '#': no other process can make it
     _IN_PROCESS[key] = make_env
     return key
+
+
+def module_of(name: str) -> str | None:
+    """For a Gymnasium id registered by the user's code (not Gymnasium's, ale-py's,
+    MinAtar's or qzoo's), the module of its entry point: importing it in another
+    process registers the id again where the module registers it (a package's
+    __init__, or the module itself). None otherwise."""
+    spec = gymnasium.registry.get(name) if isinstance(name, str) and ":" not in name else None
+    if spec is None:
+        return None
+    entry = spec.entry_point
+    module = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
+    ours = ("gymnasium", "ale_py", "minatar", "qzoo", "shimmy", "__main__")
+    if not module or module.split(".")[0] in ours or not is_module_name(module):
+        return None
+    return module
 
 
 def in_process_only(name: str) -> bool:
@@ -82,6 +99,11 @@ def maker(name: str, checking: bool = False) -> Callable[[], object]:
     Gymnasium's passive checker (its warnings and errors would hide what is wrong)."""
     if name in _IN_PROCESS:
         return _IN_PROCESS[name]
+    if "#" in name:  # a callable of the process that built the config: not this one
+        raise _error(name, "an environment this process can make: it was a Python callable "
+                     "of the process that trained the run (a lambda, a nested function, a "
+                     "functools.partial or a function of its script); define a function in a "
+                     "module and train with env='module:function' to use the run elsewhere")  # fmt: skip
     module_name, _, attribute = name.partition(":")
     if not module_name or not attribute:
         raise _error(name, "module:EnvId or module:function (both parts named)")
@@ -124,7 +146,7 @@ def problem(make_env: Callable[[], object]) -> str | None:
         except Exception as e:  # noqa: BLE001  the user's code may raise anything: one line
             return _failed("an environment that can be made", e)
         try:
-            return _space_problem(env) or _api_problem(env)
+            return _space_problem(env) or _api_problem(getattr(env, "unwrapped", env))
         finally:
             try:
                 env.close()

@@ -13,7 +13,9 @@ import torch
 from torch import nn
 
 from qzoo.configuration import user_modules
+from qzoo.configuration.torsos import BUILT_IN
 from qzoo.configuration.torsos import registered as registered_torso
+from qzoo.errors import UserError
 from qzoo.networks.heads import CosineEmbedding, Head, NetworkOutputs
 from qzoo.networks.recurrent import make_recurrent_network
 from qzoo.networks.torsos import (
@@ -158,6 +160,12 @@ def make_network(config, info, observation_shape):
     user = registered_torso(torso)
     if user is not None:
         body, hidden = user_torso(user, torso, observation_shape), user.head_hidden
+    elif torso not in BUILT_IN:
+        raise UserError(
+            f"the run's torso {torso!r} is not registered in this process: import the module "
+            "that registers it (qzoo.register_torso) first, or name it in the run's "
+            "gym_packages (qzoo.train records the module of a torso registered in one)"
+        )
     elif torso == "nature_cnn":
         body, hidden = NatureTorso(observation_shape[0]), 512
     elif torso == "dopamine_cnn":

@@ -165,17 +165,19 @@ def user_torso(user, name, observation_shape):
     if not isinstance(body, nn.Module):
         raise UserError(f"--torso {name}: its build returned {type(body).__name__}; "
                         "expected a torch.nn.Module")  # fmt: skip
-    features = getattr(body, "out_features", None)
-    if not isinstance(features, int):
-        try:
-            with torch.no_grad():
-                out = body(torch.zeros(2, *observation_shape))
-        except Exception as e:  # noqa: BLE001  as above
-            raise UserError(f"--torso {name}: a forward pass on observations of shape "
-                            f"{tuple(observation_shape)} failed ({type(e).__name__}: {e})") from None  # fmt: skip
-        if out.dim() != 2 or out.shape[0] != 2:
-            raise UserError(f"--torso {name}: it gives features of shape "
-                            f"{tuple(out.shape[1:])} per observation; expected one vector "
-                            "(flatten them)")  # fmt: skip
-        body.out_features = int(out.shape[1])
+    try:  # one pass on zeros: how many features it gives (and that it gives a vector)
+        with torch.no_grad():
+            out = body(torch.zeros(2, *observation_shape))
+    except Exception as e:  # noqa: BLE001  as above
+        raise UserError(f"--torso {name}: a forward pass on observations of shape "
+                        f"{tuple(observation_shape)} failed ({type(e).__name__}: {e})") from None  # fmt: skip
+    if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[0] != 2:
+        shape = tuple(out.shape[1:]) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise UserError(f"--torso {name}: it gives features of shape {shape} per "
+                        "observation; expected one vector (flatten them)")  # fmt: skip
+    said = getattr(body, "out_features", None)
+    if said is not None and said != out.shape[1]:
+        raise UserError(f"--torso {name}: its out_features says {said} but it gives "
+                        f"{out.shape[1]} features; expected them to agree")  # fmt: skip
+    body.out_features = int(out.shape[1])
     return body

@@ -43,7 +43,8 @@ class Callback:
         (a resume's)."""
 
     def on_row(self, row: ResultsRow) -> bool | None:
-        """After each results row is saved: return False to stop the run here."""
+        """After each results row is saved: return False to stop the run here (None,
+        what a function without a return gives, goes on)."""
         return None
 
     def on_frames(self, frame: int) -> bool | None:
@@ -119,7 +120,7 @@ class Callbacks:
     def row(self, row: ResultsRow) -> None:
         for callback in self.callbacks:
             on_row = callback.on_row if isinstance(callback, Callback) else callback
-            if on_row(row) is False:
+            if _stops(on_row(row)):
                 raise StopTraining(
                     f"{_name(callback)} returned False at iteration {row['iteration']}"
                 )
@@ -130,7 +131,7 @@ class Callbacks:
             if frame >= self._next[id(callback)]:
                 period = callback.frame_period
                 self._next[id(callback)] = (frame // period + 1) * period
-                if callback.on_frames(frame) is False:
+                if _stops(callback.on_frames(frame)):
                     raise StopTraining(f"{_name(callback)} returned False at frame {frame:,}")
 
     def counting(self, progress: Callable, frame_t: Callable[[], int]) -> Callable:
@@ -153,6 +154,11 @@ class Callbacks:
             return update
 
         return phase
+
+
+def _stops(answer):
+    """Whether a callback's answer stops the run: False (NumPy's too, or 0), not None."""
+    return answer is not None and not answer
 
 
 def _name(callback):

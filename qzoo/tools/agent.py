@@ -25,7 +25,9 @@ class Agent:
     `observation_shape`) or a batch of them (one more leading axis), as NumPy arrays
     or torch tensors."""
 
-    def __init__(self, run: Run, seed: int = 0) -> None:
+    def __init__(self, run: Run, seed: int = 0, source: str = "") -> None:
+        """`run`: what tools/runs.py loaded; `source`: where from (a folder, a repo id)."""
+        self.source = source
         self.config = run.config
         self.network = run.network
         self.iteration = run.iteration

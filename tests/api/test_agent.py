@@ -41,7 +41,7 @@ def test_load_a_run_folder_latest_and_an_iteration(runs):
     assert latest.config.agent == "dqn" and len(latest.rows) == 3
     obs = np.array([0.01, -0.02, 0.03, 0.04], np.float32)
     assert not np.allclose(latest.q_values(obs), first.q_values(obs))
-    with pytest.raises(qzoo.UserError, match="--checkpoint: bad value 7"):
+    with pytest.raises(qzoo.UserError, match="iteration: 7; "):
         qzoo.load(runs["dqn"], iteration=7)
 
 
@@ -153,3 +153,38 @@ def test_load_a_model_folder_and_a_hub_repo(runs, tmp_path, monkeypatch):
     np.testing.assert_allclose(hub.q_values(obs), model.q_values(obs))
     with pytest.raises(qzoo.UserError, match="does not exist"):
         qzoo.load(str(tmp_path / "nothing" / "here"))
+
+
+def test_evaluate_checks_its_arguments_as_qzoo_eval_does(runs):
+    agent = qzoo.load(runs["dqn"])
+    for kwargs, message in (
+        ({"episodes": 0}, r"episodes: bad value 0; expected an integer in \[1, 1_000_000\]"),
+        ({"episodes": -1}, "episodes: bad value -1"),
+        ({"frames": 0}, "frames: bad value 0"),
+        ({"epsilon": 2.0}, r"epsilon: bad value 2.0; expected a number in \[0, 1\]"),
+        ({"num_envs": 0}, "num_envs: bad value 0"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            qzoo.evaluate(agent, **kwargs)
+    with pytest.raises(TypeError, match="agent: int; expected an Agent"):
+        qzoo.evaluate(3)
+    by_path = qzoo.evaluate(runs["dqn"], episodes=2)  # a run folder's path serves too
+    assert by_path["run"] == runs["dqn"] and by_path["latest"] is True
+    assert by_path["returns"] == qzoo.evaluate(agent, episodes=2)["returns"]
+
+
+def test_load_says_what_is_wrong_with_a_local_path(runs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(qzoo.UserError, match="run folder 'runs/nope' does not exist"):
+        qzoo.load("runs/nope")  # a typo of a local folder: never the Hub
+    with pytest.raises(qzoo.UserError, match=r"^iteration: 7; .* keeps the networks of"):
+        qzoo.load(runs["dqn"], iteration=7)
+
+
+def test_a_callback_answer_that_is_false_stops_the_run(tmp_path):
+    import numpy as np
+
+    result = qzoo.train("dqn", env="CartPole-v1", run_dir=str(tmp_path / "r"),
+                        callbacks=[lambda row: np.bool_(row["iteration"] < 1)], **OPTIONS)  # fmt: skip
+    assert [r["iteration"] for r in result.rows] == [0, 1] and "returned False" in result.stopped

@@ -118,6 +118,7 @@ class NoSeed(Base):
         return np.zeros(3, np.float32), {}
 
 gymnasium.register("OldGym-v0", entry_point=OldGym)
+gymnasium.register("OldGymLimited-v0", entry_point=OldGym, max_episode_steps=50)
 """
 
 
@@ -125,6 +126,7 @@ gymnasium.register("OldGym-v0", entry_point=OldGym)
     "env, message",
     [("broken_envs:OldGym-v0", ("expected Gymnasium's step returning (observation, reward, "
       "terminated, truncated, info), not a tuple of 4 (the old Gym API's done)")),
+     ("broken_envs:OldGymLimited-v0", "not a tuple of 4 (the old Gym API's done)"),
      ("broken_envs:ObservationOnly", ("expected Gymnasium's reset(seed=...) returning "
       "(observation, info), not ndarray")),
      ("broken_envs:WrongShape", ("expected observations of the observation space's shape "
@@ -135,7 +137,7 @@ gymnasium.register("OldGym-v0", entry_point=OldGym)
      ("broken_envs:NoSeed", ("expected Gymnasium's reset(seed=...): reset(seed=0) failed "
       "(TypeError: ")),
      ("broken_envs:Missing", ("expected a Gymnasium id that broken_envs registers, or a "
-      "function or class of it (it registers OldGym-v0)")),
+      "function or class of it (it registers OldGym-v0, OldGymLimited-v0)")),
      ("no_such_module:Env-v0", ("env 'no_such_module:Env-v0': cannot import "
       "'no_such_module': no module named 'no_such_module'"))],
 )  # fmt: skip
@@ -195,3 +197,42 @@ def test_a_callable_of_this_process(tmp_path):
     assert "is a Python callable of this process" in str(refused.value)
     # A class a test module defines is importable by name: every mode may make it.
     assert qzoo.config("dqn", env=Corridor).env == "test_custom_env:Corridor"
+
+
+def test_names_of_callables_no_other_process_can_make(tmp_path):
+    """A functools.partial (as a lambda) is this process's ('#' in its name): the run
+    works here, and elsewhere is one line saying why (not a traceback)."""
+    import functools
+
+    partial = functools.partial(Corridor)
+    config = qzoo.config("dqn", env=partial, **{**TINY, "tensorboard": False})
+    assert config.env == "functools:partial#1"
+    assert qzoo.config("dqn", env=partial).env == config.env  # the same object, one name
+    result = qzoo.train(config, run_dir=str(tmp_path / "run"), progress=False)
+    assert len(result.rows) == 3
+    status, _, err = qzoo_cli("eval", tmp_path / "run", cwd=tmp_path)
+    assert status == 2 and err.startswith(
+        "qzoo: error: --env: bad value functools:partial#1; "
+        "expected an environment this process can make"
+    )
+
+
+def test_what_config_refuses_and_accepts_from_python():
+    import numpy as np
+
+    from qzoo.configuration import default_run_dir
+
+    with pytest.raises(qzoo.ConfigError, match="env: a Gymnasium environment made already"):
+        qzoo.config("dqn", env=gymnasium.make("CartPole-v1"))
+    with pytest.raises(qzoo.ConfigError, match="option 'learning-rate': expected its Python "
+                       "name, learning_rate="):  # fmt: skip
+        qzoo.config("dqn", env="CartPole-v1", **{"learning-rate": 1e-3})
+    config = qzoo.config("dqn", env="CartPole-v1", iterations=np.int64(5), batch_size=32.0,
+                         mlp_layers=[120, 84], learning_rate=np.float32(0.5))  # fmt: skip
+    assert (config.iterations, config.batch_size, config.mlp_layers) == (5, 32, "120,84")
+    assert type(config.iterations) is int and config.learning_rate == 0.5
+    with pytest.raises(qzoo.ConfigError, match="--batch-size: bad value 32.5"):
+        qzoo.config("dqn", env="CartPole-v1", batch_size=32.5)
+    assert default_run_dir(qzoo.config("dqn", env=Corridor)) == os.path.join(
+        "runs", "dqn-test_custom_env_Corridor-1"
+    )

@@ -103,3 +103,55 @@ def test_the_command_line_finds_a_torso_through_gym_packages(tmp_path):
     assert (
         done.returncode == 2 and "--torso: bad value tiny_net; expected one of auto" in done.stderr
     )
+
+
+def test_a_torso_whose_out_features_is_wrong_is_one_line(tmp_path):
+    def lies(shape):
+        body = nn.Sequential(nn.Linear(shape[0], 16), nn.ReLU())
+        body.out_features = 99
+        return body
+
+    qzoo.register_torso("lies", lies)
+    with pytest.raises(qzoo.UserError) as refused:
+        qzoo.train("dqn", env="CartPole-v1", torso="lies", run_dir=str(tmp_path / "r"), **OPTIONS)
+    assert str(refused.value) == (
+        "--torso lies: its out_features says 99 but it gives 16 features; expected them to agree"
+    )
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_module_that_registered_a_torso_is_kept_with_the_run(tmp_path, monkeypatch):
+    (tmp_path / "kept_nets.py").write_text(NETS.replace("tiny_net", "kept_net"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import kept_nets  # noqa: F401  registers kept_net
+
+    config = qzoo.config("dqn", env="CartPole-v1", torso="kept_net")
+    assert config.gym_packages == "kept_nets"
+    assert qzoo.config("dqn", env="CartPole-v1", torso="kept_net",
+                       gym_packages="os").gym_packages == "os,kept_nets"  # fmt: skip
+
+
+SCRIPT = """
+import qzoo
+from torch import nn
+
+qzoo.register_torso("in_script", lambda shape: nn.Sequential(nn.Linear(shape[0], 8), nn.ReLU()))
+qzoo.train("dqn", env="CartPole-v1", torso="in_script", run_dir="run", progress=False,
+           iterations=1, train_frames=300, eval_frames=100, replay_capacity=1000,
+           min_replay_capacity_fraction=0.1, tensorboard=False)
+"""
+
+
+def test_a_torso_of_the_training_script_is_named_where_it_is_missing(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    (tmp_path / "train.py").write_text(SCRIPT)
+    done = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([sys.executable, "-m", "qzoo", "eval", "run"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "qzoo: error: the run's torso 'in_script' is not registered "
+        "in this process: import the module that registers it"
+    )
