@@ -57,7 +57,7 @@ class Parts:
     info: Any
     streams: Any
     learner: Any
-    updates: UpdateBook
+    updates: UpdateBook | None  # None: PQN, which keeps no replay (acting/pqn.py)
     train_epsilon: Callable[[int], Any]
 
 

@@ -330,3 +330,50 @@ PRESETS["drq_eps"] = {
     },
     "domains": _ATARI_100K_DOMAINS,
 }  # fmt: skip
+
+# PQN (Gallici, Fellows, Ellis, Pou, Masmitja, Foerster & Martin 2025): the authors'
+# purejaxql config/alg/pqn_atari.yaml on Atari: 128 environments x 32 steps per rollout,
+# 2 epochs of 32 minibatches, Q(lambda) with lambda 0.65, gamma 0.99, RAdam (eps 1e-8)
+# at a constant 2.5e-4, a global-norm clip of 10, epsilon 1 -> 0.001 over the first 10%
+# of 50M steps (200M frames: 200 iterations of 1M frames), 0.5 x squared error, the
+# Nature CNN with flax's LayerNorm (each position's channels) before every ReLU and
+# he_normal weights (lecun_normal outputs). Its envpool Atari is DQN Zoo's protocol up to
+# the deviations docs/agents.md lists (no fire reset; a truncation bootstraps). Greedy
+# evaluation, as its test environments: 8 episodes, one per environment.
+_PQN = {
+    "rollout_steps": 32, "num_envs": 128, "update_epochs": 2, "num_minibatches": 32,
+    "q_lambda": 0.65, "discount": 0.99, "optimizer": "radam", "learning_rate": 2.5e-4,
+    "optimizer_epsilon": 1e-8, "learning_rate_decay": "none", "max_global_grad_norm": 10.0,
+    "exploration_epsilon_end_value": 0.001, "exploration_epsilon_decay_frame_fraction": 0.1,
+    "eval_exploration_epsilon": 0.0, "eval_episodes": 8, "layer_norm": True,
+    "init": "he_normal", "return_loss": "l2",
+}  # fmt: skip
+# CartPole and other small control tasks: CleanRL's pqn.py (its other reference): 4
+# environments x 128 steps, 4 epochs of 4 minibatches, lambda 0.65, RAdam 2.5e-4 falling
+# linearly to 0, epsilon 1 -> 0.05 over half of 500,000 steps, the 120-84 MLP with
+# LayerNorms, orthogonal weights (gain sqrt 2), squared error (torch's mse_loss).
+# MinAtar: purejaxql's pqn_minatar.yaml: 128 x 32, 2 epochs of 32 minibatches, lambda
+# 0.65, 5e-4 falling linearly, epsilon 1 -> 0.05 over 10% of 10M steps, MinAtar's CNN
+# (conv 16, a 128 hidden layer) with LayerNorms, he_normal weights; evaluation by frames
+# (MinAtar's episodes have no cap): 1,000 on each of the 128 environments.
+_PQN_DOMAINS = {
+    "gym": {
+        "num_envs": 4, "rollout_steps": 128, "update_epochs": 4, "num_minibatches": 4,
+        "learning_rate": 2.5e-4, "learning_rate_decay": "linear",
+        "exploration_epsilon_end_value": 0.05, "exploration_epsilon_decay_frame_fraction": 0.5,
+        "iterations": 10, "train_frames": 50_000, "mlp_layers": "120,84",
+        "init": "orthogonal", "return_loss": "squared", "eval_episodes": 0,
+    },
+    "minatar": {
+        "learning_rate": 5e-4, "learning_rate_decay": "linear",
+        "exploration_epsilon_end_value": 0.05, "iterations": 50, "train_frames": 200_000,
+        "eval_frames": 128_000, "eval_episodes": 0,
+    },
+}  # fmt: skip
+PRESETS["pqn"] = {
+    "paper": "Gallici, Fellows, Ellis, Pou, Masmitja, Foerster & Martin 2025, Simplifying "
+    "Deep Temporal Difference Learning, ICLR, arXiv:2407.04811 (PQN, as purejaxql's "
+    "pqn_atari.yaml and pqn_minatar.yaml and CleanRL's pqn.py run it)",
+    "overrides": _PQN,
+    "domains": _PQN_DOMAINS,
+}

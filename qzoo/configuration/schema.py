@@ -65,9 +65,12 @@ class Config:
     torso: str = option("auto", "network", "auto: nature_cnn on Atari, minatar_cnn on "
                         "MinAtar, mlp elsewhere; dopamine_cnn: 'same' padding; or the name "
                         "of a torso registered with qzoo.register_torso", TorsoChoice())
-    init: str = option("dqn_zoo", "network", "weights: dqn_zoo U(+-1/sqrt(fan_in)), or "
-                       "Dopamine's glorot or variance_scaling (zero biases)",
-                       Choice("dqn_zoo", "glorot", "variance_scaling"))
+    init: str = option("dqn_zoo", "network", "weights: dqn_zoo U(+-1/sqrt(fan_in)), "
+                       "Dopamine's glorot or variance_scaling, or PQN's: he_normal "
+                       "(purejaxql's flax he/lecun normal) or orthogonal (CleanRL's, gain "
+                       "sqrt 2); zero biases but dqn_zoo's",
+                       Choice("dqn_zoo", "glorot", "variance_scaling", "he_normal",
+                              "orthogonal"))
     mlp_hidden: int = option(64, "network", "units in each of the mlp torso's two layers "
                              "and in the head's hidden layer", SIZE)
     mlp_layers: str = option("", "network", "the mlp's hidden layers instead, e.g. 120,84 "
@@ -88,6 +91,8 @@ class Config:
                             "acting and evaluation use their plain mean", SIZE)
     separate_networks: bool = option(False, "network", "each head a whole network of its own "
                                      "(batch_rl's multi-network REM) instead of one shared torso")
+    layer_norm: bool = option(False, "network", "PQN: a LayerNorm before each hidden layer's "
+                              "ReLU (over a convolution's channels at each position)")
     # Loss: the TD target and the return distribution.
     distribution: str = option("none", "loss", "none (Q-values), categorical (C51), quantile "
                                "(QR-DQN) or implicit_quantile (IQN)",
@@ -107,6 +112,10 @@ class Config:
                                 Choice("image", "batch"))
     n_steps: int = option(1, "loss", "steps of reward before bootstrapping", Int(1, 1000))
     double_q: bool = option(False, "loss", "greedy action at s_t from the online network")
+    q_lambda: float = option(0.65, "loss", "PQN: lambda of the rollout's Q(lambda) returns",
+                             UNIT)
+    return_loss: str = option("l2", "loss", "PQN: the loss of Q(s, a) - G: l2 = 0.5 x^2 "
+                              "(purejaxql) or squared = x^2 (CleanRL)", Choice("l2", "squared"))
     grad_error_bound: float = option(1.0 / 32, "loss", "TD-error gradient clip of "
                                      "--distribution none (0: Huber loss instead)", NON_NEGATIVE)
     num_atoms: int = option(51, "loss", "C51: atoms of the categorical support", Int(2, 10_000))
@@ -167,9 +176,12 @@ class Config:
     optimizer: str = option("rmsprop_centered", "optimizer", "rmsprop_centered (DQN Zoo's, "
                             "eps inside the root) or adam; *_tf1: Dopamine's TF1 semantics",
                             Choice("rmsprop_centered", "rmsprop_centered_tf1", "adam",
-                                   "adam_tf1"))
+                                   "adam_tf1", "radam"))
     learning_rate: float = option(2.5e-4, "optimizer", "step size",
                                   Real(0, 1, low_open=True))
+    learning_rate_decay: str = option("none", "optimizer", "linear: the step size falls "
+                                      "linearly to 0 over the run's updates (PQN's small "
+                                      "domains)", Choice("none", "linear"))
     optimizer_epsilon: float = option(0.01 / 32**2, "optimizer", "epsilon (inside the square "
                                       "root for RMSProp)", Real(0, 1, low_open=True))
     rmsprop_decay: float = option(0.95, "optimizer", "RMSProp's moving-average decay",
@@ -214,6 +226,12 @@ class Config:
     deep_exploration: bool = option(False, "schedule", "with --num-heads > 1, act in each "
                                     "training episode on one random head (identity) or mixture "
                                     "(stochastic) of the heads (batch_rl's online REM)")
+    rollout_steps: int = option(0, "schedule", "PQN (Gallici et al. 2025): learn from rollouts "
+                                "of this many steps of every environment, without replay or "
+                                "target network (0: replay, as DQN)", Int(0, 100_000))
+    update_epochs: int = option(2, "schedule", "PQN: passes over each rollout", Int(1, 1_000))
+    num_minibatches: int = option(32, "schedule", "PQN: minibatches of each pass",
+                                  Int(1, 65_536))
     # Run.
     seed: int = option(1, "run", "seed of every random stream",
                        Int(0, 2**32 - 1, "an integer in [0, 2^32)"))
@@ -343,6 +361,10 @@ class Config:
 
     @property
     def exploration_begin_frame(self):
+        """Where epsilon's decay starts: once the replay is full enough to learn (PQN,
+        which learns from its first rollout, at 0)."""
+        if self.rollout_steps:
+            return 0
         return self.min_replay_size * self.action_repeats
 
     @property

@@ -210,10 +210,12 @@ def validate(config, domain, given=None):
     relations += features.batch_relations(config, domain) + features.prefetch_relations(config)
     relations += features.pin_relations(config) + features.actor_process_relations(config)
     relations += features.device_replay_relations(config) + features.capture_relations(config)
-    relations += features.atari100k_relations(config, domain)
+    relations += features.atari100k_relations(config, domain) + features.pqn_relations(config)
     for involved, holds, expected in relations:
         if not holds:
             blamed = next((name for name in involved if name in given), involved[0])
+            if isinstance(expected, dict):  # worded for whichever option is blamed
+                expected = expected[blamed]
             raise bad_value(blamed, getattr(config, blamed), expected)
     if config.device == "cuda":
         import torch

@@ -15,6 +15,7 @@ from qzoo.learning.objectives import (
     ImplicitQuantileQLearning,
     Objective,
     QLearning,
+    QRegression,
     QuantileQLearning,
     R2D1SequenceLearning,
     REMQLearning,
@@ -26,9 +27,11 @@ from qzoo.networks.network import make_network
 def objective_key(config):
     """(distribution, head mixing): the mixing only counts with several heads, since
     one head mixed either way is that head (None then). R2D1's recurrent network has
-    its own: ("recurrent", None)."""
+    its own: ("recurrent", None); PQN's rollouts too: ("returns", None)."""
     if config.recurrent:
         return "recurrent", None
+    if config.rollout_steps:
+        return "returns", None
     return config.distribution, config.head_mixing if config.num_heads > 1 else None
 
 
@@ -54,6 +57,7 @@ OBJECTIVES: dict[tuple[str, str | None], Callable[[Any], Objective]] = {
     ("recurrent", None): lambda c: R2D1SequenceLearning(
         c.burn_in_steps, c.double_q, c.value_rescale_eps, c.priority_eta
     ),
+    ("returns", None): lambda c: QRegression(c.return_loss),
 }
 
 
@@ -71,6 +75,8 @@ def make_objective(config):
 
 def make_optimizer(config, params):
     """The optimizer --optimizer names over `params` (learning/optim.py)."""
+    if config.optimizer == "radam":  # PQN's (Liu et al. 2020): optax's and torch's agree
+        return torch.optim.RAdam(params, lr=config.learning_rate, eps=config.optimizer_epsilon)
     if config.optimizer == "adam_tf1":
         return AdamTF1(params, lr=config.learning_rate, eps=config.optimizer_epsilon)
     if config.optimizer == "adam":

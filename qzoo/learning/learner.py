@@ -70,6 +70,11 @@ class Learner:
             self.optimizer.step()
         return loss.detach(), out.q_tm1.detach().mean(), out.priorities
 
+    def set_learning_rate(self, learning_rate: float) -> None:
+        """The optimizer's step size from now on (a schedule's, PQN's linear decay)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate
+
     def add_statistics(self, loss: torch.Tensor, mean_q: torch.Tensor, updates: int = 1) -> None:
         """Adds an update's loss and mean Q to the sums `pop_statistics` reads. They
         stay on the device: reading them every step would stall a GPU."""

@@ -315,3 +315,24 @@ def sequence_priorities(abs_td, valid, eta=0.9, dim=0):
     abs_td = abs_td * valid
     mean = abs_td.sum(dim) / valid.sum(dim).clamp(min=1)
     return eta * abs_td.amax(dim) + (1 - eta) * mean
+
+
+def lambda_returns(r_t, discount_t, v_t, lambda_t):
+    """Lambda-returns over a time axis (dim 0), computed backwards (rlax.lambda_returns;
+    Peng & Williams 1996's Q(lambda) with v_t = max_a Q(s_t, a): PQN, Gallici et al.
+    2025, "Simplifying Deep Temporal Difference Learning", ICLR, eq. 5):
+
+      G_t = r_t + discount_t ((1 - lambda_t) v_t + lambda_t G_{t+1}),  G_{T-1}'s G_T = v_{T-1}
+
+    r_t, discount_t, v_t [T, ...]: the reward, the discount (0 at a termination) and the
+    value of the state each step t reaches; lambda_t a number or [T, ...] (0 where the
+    trace must not carry on: the state reached ends an episode by truncation, its value
+    the bootstrap). Returns [T, ...], without gradient."""
+    v_t = v_t.detach()
+    lambda_t = torch.as_tensor(lambda_t, dtype=v_t.dtype, device=v_t.device).expand_as(v_t)
+    returns = torch.empty_like(v_t)
+    g = v_t[-1]
+    for t in range(v_t.shape[0] - 1, -1, -1):
+        g = r_t[t] + discount_t[t] * ((1 - lambda_t[t]) * v_t[t] + lambda_t[t] * g)
+        returns[t] = g
+    return returns

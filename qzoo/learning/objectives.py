@@ -307,3 +307,19 @@ class R2D1SequenceLearning:
         q_taken = q_tm1.detach().gather(-1, batch.action[..., None]).squeeze(-1)
         mean_q = (q_taken * valid).sum(0) / valid.sum(0).clamp(min=1)
         return LossOutput(loss, priorities, mean_q)
+
+
+class QRegression:
+    """Q(s_tm1, a_tm1) regressed on returns made beforehand (`batch.g_t`, a ReturnBatch):
+    PQN's loss on its rollout's Q(lambda) returns (Gallici et al. 2025), `l2` = 0.5 x^2
+    (purejaxql) or `squared` = x^2 (CleanRL's mse_loss). No target network: the returns
+    came from the network that acted. Priorities |G - Q|."""
+
+    def __init__(self, loss="l2"):
+        self.loss = loss
+
+    def __call__(self, online, target, batch, generator):
+        q_tm1 = _q_taken(online(batch.s_tm1, generator=generator), batch.a_tm1)
+        td = batch.g_t - q_tm1
+        loss = losses.l2_loss(td) if self.loss == "l2" else td.square()
+        return LossOutput(loss, td.detach().abs(), q_tm1)

@@ -34,6 +34,10 @@ def mix_heads(q_heads, weights):
     return (q_heads * weights.unsqueeze(-2)).sum(-1)
 
 
+# PQN's LayerNorm epsilon: flax's default (purejaxql, the authors' code; PyTorch's is 1e-5).
+LAYER_NORM_EPS = 1e-6
+
+
 class SharedBiasLinear(nn.Module):
     """Linear layer whose outputs share one scalar bias (DQN Zoo's
     `linear_with_shared_bias`, used by tuned Double DQN, van Hasselt et al. 2016)."""
@@ -93,7 +97,9 @@ class Head(nn.Module):
     (Dopamine's FullRainbowNetwork)."""
 
     def __init__(self, in_features, hidden, num_actions, width=1, dueling=False,
-                 noisy_weight_init=0.0, shared_bias=False, shared_hidden=False):  # fmt: skip
+                 noisy_weight_init=0.0, shared_bias=False, shared_hidden=False,
+                 layer_norm=False):  # fmt: skip
+        """`layer_norm`: a LayerNorm before the hidden layer's ReLU (PQN)."""
         super().__init__()
         self.num_actions, self.width, self.dueling = num_actions, width, dueling
 
@@ -106,7 +112,10 @@ class Head(nn.Module):
         fan_in = hidden or in_features  # the last layer's
 
         def hidden_layer():  # none with hidden 0 (--mlp-layers)
-            return [linear(in_features, hidden), nn.ReLU()] if hidden else []
+            if not hidden:
+                return []
+            norm = [nn.LayerNorm(hidden, eps=LAYER_NORM_EPS)] if layer_norm else []
+            return [linear(in_features, hidden), *norm, nn.ReLU()]
 
         # Layers are made in the order they always were: noisy layers draw their
         # initial weights from PyTorch's global stream as they are made.
@@ -125,6 +134,12 @@ class Head(nn.Module):
             else:
                 last = linear(fan_in, num_actions * width)
             self.net = nn.Sequential(*hidden_layer(), last)
+
+    def output_layers(self):
+        """The layers that make the head's outputs (the last of each stream)."""
+        if not self.dueling:
+            return [self.net[-1]]
+        return [self.advantage[-1], self.value[-1]]
 
     def forward(self, x, generator=None):
         """[B, F] -> [B, A, K]; noisy layers draw their noise from `generator`."""

@@ -24,6 +24,7 @@ from qzoo.networks.torsos import (
     MinAtarTorso,
     MlpTorso,
     NatureTorso,
+    lecun_normal_init_,
     legacy_init_,
     mlp_shape,
     user_torso,
@@ -167,14 +168,15 @@ def make_network(config, info, observation_shape):
             "gym_packages (qzoo.train records the module of a torso registered in one)"
         )
     elif torso == "nature_cnn":
-        body, hidden = NatureTorso(observation_shape[0]), 512
+        body, hidden = NatureTorso(observation_shape[0], config.layer_norm), 512
     elif torso == "dopamine_cnn":
         body, hidden = DopamineTorso(*observation_shape), 512
     elif torso == "minatar_cnn":
-        body, hidden = MinAtarTorso(observation_shape[0], *observation_shape[1:]), 128
+        body = MinAtarTorso(observation_shape[0], *observation_shape[1:], config.layer_norm)
+        hidden = 128
     else:
         widths, hidden = mlp_shape(config)
-        body = MlpTorso(int(math.prod(observation_shape)), widths)
+        body = MlpTorso(int(math.prod(observation_shape)), widths, config.layer_norm)
     kind = config.distribution
     width = {"categorical": config.num_atoms, "quantile": config.num_quantiles,
              "none": config.num_heads}.get(kind, 1)  # fmt: skip
@@ -182,6 +184,7 @@ def make_network(config, info, observation_shape):
         body.out_features, hidden, info.num_actions, width, dueling=config.dueling,
         noisy_weight_init=config.noisy_weight_init if config.noisy else 0.0,
         shared_bias=config.shared_bias, shared_hidden=config.dueling_shared_hidden,
+        layer_norm=config.layer_norm,
     )  # fmt: skip
     support = None
     if kind == "categorical":
@@ -192,4 +195,8 @@ def make_network(config, info, observation_shape):
     # Only pixels are rescaled: MinAtar's channels are already 0/1, and dividing
     # them by 255 would starve its small network of signal.
     input_scale = 1.0 / 255.0 if info.domain == "atari" else 1.0
-    return Network(body, head, kind, support, embedding, input_scale, INITS[config.init])
+    network = Network(body, head, kind, support, embedding, input_scale, INITS[config.init])
+    if config.init == "he_normal":  # flax's default for the output layers: lecun_normal
+        for layer in head.output_layers():
+            lecun_normal_init_(layer)
+    return network

@@ -50,11 +50,63 @@ def variance_scaling_init_(module):
     return module
 
 
+def he_normal_init_(module):
+    """flax's he_normal (purejaxql's PQN networks): truncated normal (at 2 standard
+    deviations) of standard deviation sqrt(2 / fan_in) after truncation, zero biases.
+    Their output layers are lecun_normal instead (`lecun_normal_init_`)."""
+    return _truncated_fan_in_(module, 2.0)
+
+
+def lecun_normal_init_(module):
+    """flax's lecun_normal: he_normal with variance 1 / fan_in."""
+    return _truncated_fan_in_(module, 1.0)
+
+
+def _truncated_fan_in_(module, scale):
+    if isinstance(module, (nn.Linear, nn.Conv2d)):
+        # jax's truncated normal of unit variance has standard deviation 0.8796 before
+        # its rescaling: variance_scaling divides by it.
+        std = math.sqrt(scale / module.weight[0].numel()) / 0.87962566103423978
+        nn.init.trunc_normal_(module.weight, std=std, a=-2 * std, b=2 * std)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    return module
+
+
+def orthogonal_init_(module):
+    """CleanRL's layer_init (its pqn.py): orthogonal weights of gain sqrt(2), zero biases."""
+    if isinstance(module, (nn.Linear, nn.Conv2d)):
+        nn.init.orthogonal_(module.weight, gain=math.sqrt(2))
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    return module
+
+
 INITS = {
     "dqn_zoo": legacy_init_,
     "glorot": glorot_init_,
     "variance_scaling": variance_scaling_init_,
+    "he_normal": he_normal_init_,
+    "orthogonal": orthogonal_init_,
 }
+
+
+class ChannelNorm(nn.Module):
+    """flax's LayerNorm after a convolution (purejaxql's PQN): each position's channels
+    normalised, with a scale and bias per channel, on [B, C, H, W] tensors."""
+
+    def __init__(self, channels, eps=1e-6):
+        super().__init__()
+        self.norm = nn.LayerNorm(channels, eps=eps)
+
+    def forward(self, x):
+        return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+def _conv_block(in_channels, out, kernel, stride, layer_norm):
+    """Conv2d, then (with `layer_norm`) a ChannelNorm, then ReLU."""
+    norm = [ChannelNorm(out)] if layer_norm else []
+    return [nn.Conv2d(in_channels, out, kernel, stride=stride), *norm, nn.ReLU()]
 
 
 def training_layout(x):
@@ -73,12 +125,13 @@ def training_layout(x):
 class NatureTorso(nn.Module):
     """Mnih et al. 2015: conv 32x8x8/4, 64x4x4/2, 64x3x3/1, ReLU, VALID -> 3136."""
 
-    def __init__(self, in_channels):
+    def __init__(self, in_channels, layer_norm=False):
+        """`layer_norm`: a ChannelNorm before each ReLU (PQN)."""
         super().__init__()
         self.net = nn.Sequential(
-            nn.Conv2d(in_channels, 32, 8, stride=4), nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            *_conv_block(in_channels, 32, 8, 4, layer_norm),
+            *_conv_block(32, 64, 4, 2, layer_norm),
+            *_conv_block(64, 64, 3, 1, layer_norm),
             nn.Flatten(),
         )  # fmt: skip
         self.out_features = 3136
@@ -118,9 +171,9 @@ class DopamineTorso(nn.Module):
 class MinAtarTorso(nn.Module):
     """Young & Tian 2019 (MinAtar): conv 16x3x3/1, ReLU, flatten."""
 
-    def __init__(self, in_channels, height=10, width=10):
+    def __init__(self, in_channels, height=10, width=10, layer_norm=False):
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(in_channels, 16, 3), nn.ReLU(), nn.Flatten())
+        self.net = nn.Sequential(*_conv_block(in_channels, 16, 3, 1, layer_norm), nn.Flatten())
         self.out_features = 16 * (height - 2) * (width - 2)
 
     def forward(self, x):
@@ -131,11 +184,12 @@ class MlpTorso(nn.Module):
     """ReLU layers of the given widths for vector observations (others, such as
     MinAtar's or Atari's with --torso mlp, flattened first)."""
 
-    def __init__(self, in_features, widths):
+    def __init__(self, in_features, widths, layer_norm=False):
         super().__init__()
         layers = []
         for width in widths:
-            layers += [nn.Linear(in_features, width), nn.ReLU()]
+            norm = [nn.LayerNorm(width, eps=1e-6)] if layer_norm else []
+            layers += [nn.Linear(in_features, width), *norm, nn.ReLU()]
             in_features = width
         self.net = nn.Sequential(*layers)
         self.out_features = in_features

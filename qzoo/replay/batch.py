@@ -56,3 +56,18 @@ def to_device(batch, device):
     fields = {k: None if v is None else torch.as_tensor(v, device=device)
               for k, v in batch._asdict().items() if k != "indices"}  # fmt: skip
     return batch._replace(**fields)
+
+
+class ReturnBatch(NamedTuple):
+    """Transitions with their returns already made (PQN's rollouts: Q(lambda) returns
+    `g_t` of taking `a_tm1` at `s_tm1`), regressed on by learning/objectives.py's
+    QRegression. `weights` and `indices` as a Batch's (none: no replay)."""
+
+    s_tm1: np.ndarray
+    a_tm1: np.ndarray
+    g_t: np.ndarray
+    weights: np.ndarray | None = None
+    indices: tuple | None = None
+
+    def to(self, device):
+        return to_device(self, device)

@@ -5,6 +5,7 @@ reads a Config: storages and samplers take typed arguments."""
 
 import sys
 
+import numpy as np
 import torch
 
 from qzoo.errors import UserError
@@ -26,7 +27,16 @@ def make_storage(config, info):
 
 def replay_bytes_needed(config, info):
     """The replay's host memory, for the check before a run starts: exact uncompressed;
-    with --replay-compression an estimate (see compressed.py's `bytes_estimate`)."""
+    with --replay-compression an estimate (see compressed.py's `bytes_estimate`). PQN
+    keeps one rollout instead: its observations and their stacks."""
+    if config.rollout_steps:
+        stack = config.frame_stack * int(np.prod(info.frame_shape))
+        return (
+            (config.rollout_steps + 1)
+            * config.num_envs
+            * stack
+            * np.dtype(info.frame_dtype).itemsize
+        )
     args = (config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
             info.num_actions)  # fmt: skip
     if config.replay_device == "cuda":  # in GPU memory: refused here if it cannot fit

@@ -76,6 +76,15 @@ def build(config, info=None) -> Run:
         evaluation = Policy(learner.online, config.tau_samples_policy)
         driver = OfflineRayDriver(parts, evaluation, evaluation)
         return Run(config, info, obs_shape, streams, learner, updates, driver)
+    if config.rollout_steps:  # PQN: rollouts, no replay (acting/pqn.py)
+        from qzoo.acting.pqn import PQNDriver
+
+        epsilon = LinearSchedule(0, config.exploration_decay_frames,
+                                 config.exploration_epsilon_begin_value,
+                                 config.exploration_epsilon_end_value)  # fmt: skip
+        parts = Parts(config, info, streams, learner, None, training_epsilon(config, epsilon))
+        evaluation = Policy(learner.online, config.tau_samples_policy, noise=config.eval_noise)
+        return Run(config, info, obs_shape, streams, learner, None, PQNDriver(parts, evaluation))
     updates = _updates(config, info, streams, learner)
     epsilon = LinearSchedule(
         config.exploration_begin_frame, config.exploration_decay_frames,
