@@ -77,7 +77,8 @@ def test_objectives_are_chosen_by_the_preset_and_unknown_ones_refused():
     # (distribution, head mixing): the mixing counts only with several heads.
     assert set(OBJECTIVES) == {("none", None), ("categorical", None), ("quantile", None),
                                ("implicit_quantile", None), ("none", "identity"),
-                               ("none", "stochastic"), ("recurrent", None)}  # fmt: skip
+                               ("none", "stochastic"), ("recurrent", None),
+                               ("returns", None)}  # fmt: skip
     names = {agent: type(make_objective(make_config(agent, "pong", "atari", {}))).__name__
              for agent in PRESETS}  # fmt: skip
     assert names == {"dqn": "QLearning", "double_q": "QLearning", "prioritized": "QLearning",
@@ -87,7 +88,7 @@ def test_objectives_are_chosen_by_the_preset_and_unknown_ones_refused():
                      "offline_qrdqn": "QuantileQLearning", "ensemble": "EnsembleQLearning",
                      "rem": "REMQLearning", "r2d1": "R2D1SequenceLearning",
                      "r2d1_long": "R2D1SequenceLearning", "der": "CategoricalQLearning",
-                     "drq_eps": "QLearning"}  # fmt: skip
+                     "drq_eps": "QLearning", "pqn": "QRegression"}  # fmt: skip
     # One head mixed either way is plain Q-learning.
     one = make_config("rem", "pong", "atari", {"num_heads": 1, "separate_networks": False})
     assert type(make_objective(one)).__name__ == "QLearning"

@@ -23,7 +23,7 @@ import numpy as np
 
 from qzoo.errors import UserError
 from qzoo.files import atomic_write, reserve
-from qzoo.offline.dataset import LOGGED
+from qzoo.offline.dataset_game import LOGGED
 from qzoo.offline.dopamine import DTYPES, STORE, write_checkpoint
 from qzoo.offline.maps import create_npy, mapping, release
 
@@ -54,7 +54,7 @@ class LoggedReplayWriter:
             raise
         self.add_count = 0
         self.log_count = 0  # the next snapshot's suffix
-        self.logged = None  # {env, agent, seed} of the run logging, for dataset.LOGGED
+        self.logged = None  # {env, agent, seed} of the run logging, for dataset_game.LOGGED
         # Staging maps leave the resident set every 256 MiB of rows and after each
         # snapshot (maps.py): 1M Atari rows would otherwise add 7 GB of "resident".
         self._maps = [m for m in (mapping(getattr(self, n)) for n in STORE) if m]
@@ -242,7 +242,7 @@ def check_new_folder(log_replay):
 
 def open_replay_log(config, info):
     """--log-replay DIR's logger: rows into DIR/replay_logs (staged in DIR/.staging),
-    beside the run that logs them (dataset.LOGGED), so that the dataset knows its game."""
+    beside the run that logs them (dataset_game.LOGGED), so that the dataset knows its game."""
     writer = LoggedReplayWriter(
         os.path.join(config.log_replay, "replay_logs"), config.log_replay_capacity,
         info.frame_shape, stack=config.frame_stack,

@@ -43,7 +43,7 @@ def check_run(config, info):
         )
     if config.offline:
         from qzoo.offline import dopamine
-        from qzoo.offline.dataset import replay_logs
+        from qzoo.offline.dataset_game import replay_logs
 
         layout = os.path.join(config.offline, "dataset.json")
         if not os.path.isdir(config.offline) or (
@@ -56,7 +56,8 @@ def check_run(config, info):
                 "*_ckpt.N.gz files nor `qzoo dataset convert`'s dataset.json)"
                 + conversion_hint(config.offline)
             )
-        from qzoo.offline.dataset import check_game, dataset_suffixes
+        from qzoo.offline.dataset import dataset_suffixes
+        from qzoo.offline.dataset_game import check_game
 
         dataset_suffixes(config.offline, config.offline_checkpoints, config.offline_reload)
         check_game(config.offline, info)

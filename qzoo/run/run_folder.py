@@ -9,13 +9,11 @@ command, never lost, mixed or half-written.
   <run>/tensorboard/                    optional
   <run>/.lock                           flock()ed for the whole run; says by which pid, host
 
-A start, in order: refuse a folder that is not a run; take the lock; remove temporary
-files left by a kill; refuse files qzoo did not write; load the checkpoint and check it
-against the command (a resume must be the same run); rebuild results.csv; then one
-iteration at a time: check the row is finite, save the checkpoint, rebuild results.csv.
-Every refusal happens before anything is written, and a save replaces the previous
-checkpoint only once the new one is complete on disk.
-"""
+A start, in order: refuse a folder that is not a run; take the lock; remove temporary files left by
+a kill; refuse files qzoo did not write; load the checkpoint and check it against the command (a
+resume must be the same run); rebuild results.csv; then one iteration at a time: check the row is
+finite, save the checkpoint, rebuild results.csv. Every refusal happens before anything is written,
+and a save replaces the previous checkpoint only once the new one is complete on disk."""
 
 import contextlib
 import dataclasses
@@ -31,7 +29,7 @@ import qzoo.configuration as config_lib
 from qzoo import envs
 from qzoo.errors import Diverged, UserError, WorkerDied
 from qzoo.files import atomic_write
-from qzoo.run import checkpoint, logs, tracking
+from qzoo.run import checkpoint, logs, state_shapes, tracking
 from qzoo.run import folder_files as folder
 from qzoo.run.callbacks import Outcome, StopTraining
 from qzoo.run.changes import (
@@ -301,7 +299,7 @@ class _Run:
 
         trainer = Trainer(self.config, self.info)
         if state is not None:
-            mismatch = checkpoint.first_mismatch(state, trainer.state_dict())
+            mismatch = state_shapes.first_mismatch(state, trainer.state_dict())
             if mismatch:
                 what = "replay size" if "replay" in mismatch else "network shape"
                 raise UserError(

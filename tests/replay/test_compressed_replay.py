@@ -15,6 +15,7 @@ from qzoo.replay.codecs import Codec
 from qzoo.replay.compressed import CHUNK_BYTES, GROUP_ROWS, CompressedFrameStorage
 from qzoo.run import checkpoint
 from qzoo.run.bench import bench_storage, play_rows
+from qzoo.run.state_shapes import first_mismatch
 
 CODECS = ["lz4", "zstd"]
 
@@ -124,7 +125,7 @@ def test_checkpoint_round_trip_then_the_same_samples(play, codec, tmp_path):
     checkpoint.save(path, first.state_dict())
     second = make()
     second.load_state_dict(checkpoint.load(path))
-    assert checkpoint.first_mismatch(checkpoint.load(path), make().state_dict()) is None
+    assert first_mismatch(checkpoint.load(path), make().state_dict()) is None
     for row in play[130:]:
         first.add(row), second.add(row)
         a, b = first.sample(8), second.sample(8)
@@ -158,7 +159,7 @@ def test_a_compressed_run_trains_exactly_as_an_uncompressed_one_and_resumes(tmp_
     checkpoint.save(path, first.state_dict())
     second = Trainer(config("lz4"))
     state = checkpoint.load(path)
-    assert checkpoint.first_mismatch(state, second.state_dict()) is None
+    assert first_mismatch(state, second.state_dict()) is None
     second.load_state_dict(state)
     got += rows(second, 1)
     assert got == expected

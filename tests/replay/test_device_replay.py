@@ -15,6 +15,7 @@ from qzoo.replay import FrameStorage, PrioritizedSampler, Replay, Row, UniformSa
 from qzoo.replay.device import DeviceFrameStorage
 from qzoo.replay.device_samplers import DevicePrioritizedSampler, DeviceUniformSampler
 from qzoo.run import checkpoint
+from qzoo.run.state_shapes import first_mismatch
 
 
 @pytest.mark.parametrize("n_steps", [1, 3])
@@ -173,7 +174,7 @@ def test_a_device_replay_run_resumes_exactly(tmp_path, prioritized):
     checkpoint.save(path, first.state_dict())
     second = Trainer(cartpole_config("cpu", prioritized))
     state = checkpoint.load(path)
-    assert checkpoint.first_mismatch(state, second.state_dict()) is None
+    assert first_mismatch(state, second.state_dict()) is None
     second.load_state_dict(state)
     got += rows(second, 1)
     assert got == expected and float(got[2]["train_num_updates"]) > 0
