@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-ONLY_TRAINING = ["--eval-frames", "1", "--eval-episodes", "0", "--no-tensorboard",
+ONLY_TRAINING = ["--eval-frames", "1024", "--eval-episodes", "0", "--no-tensorboard",
                  "--progress", "false"]  # fmt: skip
 AGENTS = {
     "pqn": ["pqn"],
