@@ -44,7 +44,8 @@ def closest(
     "did you mean" in a message: a known alias (`--lr` -> `--learning-rate`); names at
     most a third of their length of edits away, case and leading dashes aside (never
     two names that merely share a prefix: `--env` is not `--num-envs`); else the one
-    name whose first words `name` is (`--learning` -> `--learning-rate`)."""
+    name whose first words `name` is, or the shortest when the others extend it
+    (`--learning` -> `--learning-rate`, not `--learning-rate-decay`)."""
     names = list(choices)
     alias = aliases.get(name)
     if alias is not None and alias in names:
@@ -63,8 +64,10 @@ def closest(
                 scored.append((distance, index, choice))
     if scored:
         return [choice for _, _, choice in sorted(scored)[:n]]
-    words = [choice for choice in names if typed and key(choice).startswith(typed + "-")]
-    return words if len(words) == 1 else []
+    words = sorted((c for c in names if typed and key(c).startswith(typed + "-")), key=len)
+    if words and all(key(w).startswith(key(words[0]) + "-") for w in words[1:]):
+        return words[:1]  # one name, or one that the others extend (--learning-rate-decay)
+    return []
 
 
 # Messages about a bad option value: `--name: bad value V; expected ...`.

@@ -198,7 +198,7 @@ class EvalWorker:
         try:
             while actor.frames < num_frames:
                 actor.step()
-            if actor.config.eval_finish_episodes:  # as acting/serial.py's run_phase
+            if self.config.eval_finish_episodes:  # as acting/serial.py's run_phase
                 actor.finish_episodes()
                 while not actor.episodes.all_finished():
                     actor.step()
