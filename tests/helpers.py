@@ -100,6 +100,40 @@ def rows(trainer, n):
             for _ in range(n)]  # fmt: skip
 
 
+def resumed_rows(make_trainer, folder, before, after):
+    """The rows of a run saved after `before` iterations and resumed in a new trainer
+    (`make_trainer()`, as a new process would build it) for `after` more."""
+    from qzoo.run import checkpoint
+
+    first = make_trainer()
+    got = rows(first, before)
+    path = folder / "latest.safetensors"
+    checkpoint.save(path, first.state_dict())
+    second = make_trainer()
+    second.load_state_dict(checkpoint.load(path))
+    return got + rows(second, after)
+
+
+@contextlib.contextmanager
+def small_disk(folder, size="64k", lazy=False):
+    """A `size` tmpfs mounted at `folder` (made here), nearly filled with a file named
+    filler: a real full disk. Skips where mounting is not allowed (needs root).
+    `lazy`: unmount lazily (a file the test's code removed may still be held open)."""
+    import subprocess
+
+    import pytest
+
+    folder.mkdir()
+    command = ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)]
+    if subprocess.run(command, check=False, capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        (folder / "filler").write_bytes(b"\0" * 60_000)  # a few kB left
+        yield folder
+    finally:
+        subprocess.run(["umount", *(["-l"] if lazy else []), str(folder)], check=True)
+
+
 # ---- a guard against host synchronisation ------------------------------------------
 SYNCS = ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__", "__index__")
 

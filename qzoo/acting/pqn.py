@@ -25,16 +25,10 @@ from qzoo.acting.driver import Driver, mean_epsilon
 from qzoo.acting.exploration import epsilon_greedy
 from qzoo.acting.from_config import acting_of, in_process
 from qzoo.acting.policy import Policy
-from qzoo.acting.serial import run_episodes, run_phase
+from qzoo.acting.schedule import LinearSchedule
+from qzoo.acting.serial import evaluate
 from qzoo.learning.losses import lambda_returns
 from qzoo.replay.batch import ReturnBatch
-
-
-def annealed(learning_rate: float, frame_t: int, total_frames: int) -> float:
-    """The step size of the rollout starting at `frame_t` when it falls linearly to 0
-    over the run (CleanRL's pqn.py: lr_0 (1 - (i - 1) / iterations) before rollout i,
-    constant through its epochs)."""
-    return learning_rate * max(0.0, 1.0 - frame_t / total_frames)
 
 
 class RolloutPolicy(Policy):
@@ -72,7 +66,10 @@ class PQNDriver(Driver):
         self.shuffles = streams.replay.numpy  # the minibatches' order (no replay to draw)
         self.frame_t = 0
         self.num_updates = 0
-        self.total_frames = config.iterations * config.train_frames
+        # CleanRL's pqn.py: lr_0 (1 - (i - 1) / iterations) before rollout i, constant
+        # through its epochs: linear in the frames before the rollout, 0 at the run's end.
+        self.learning_rate = LinearSchedule(0, config.iterations * config.train_frames,
+                                            config.learning_rate, 0.0)  # fmt: skip
 
     def train_phase(self, num_frames, progress=None):
         """Rollouts until the phase has `num_frames` frames (a whole number of them)."""
@@ -91,8 +88,7 @@ class PQNDriver(Driver):
 
     def _anneal(self):
         if self.config.learning_rate_decay == "linear":
-            rate = annealed(self.config.learning_rate, self.frame_t, self.total_frames)
-            self.learner.set_learning_rate(rate)
+            self.learner.set_learning_rate(self.learning_rate(self.frame_t))
 
     def _step(self, progress):
         row, new_frames = self.actor.step(self.frame_t)
@@ -125,11 +121,9 @@ class PQNDriver(Driver):
                 self.num_updates += 1
 
     def eval_phase(self, num_frames, progress=None):
-        config, frame_t = self.config, lambda: self.frame_t
-        if config.eval_episodes:
-            return run_episodes(self.evaluator, progress, frame_t)
-        return run_phase(self.evaluator, num_frames, progress, frame_t,
-                         finish_episodes=config.eval_finish_episodes)  # fmt: skip
+        config = self.config
+        return evaluate(self.evaluator, num_frames, progress, lambda: self.frame_t,
+                        config.eval_episodes, config.eval_finish_episodes)  # fmt: skip
 
     def epsilon(self, frame_t):
         return mean_epsilon(self.train_epsilon, frame_t)

@@ -38,6 +38,14 @@ def run_episodes(actor, progress, frame_t):
     return stats
 
 
+def evaluate(evaluator, num_frames, progress, frame_t, episodes, finish_episodes):
+    """An evaluation phase: `episodes` whole episodes (one per environment) when above
+    0, else `num_frames` frames (and, with `finish_episodes`, the episodes under way)."""
+    if episodes:
+        return run_episodes(evaluator, progress, frame_t)
+    return run_phase(evaluator, num_frames, progress, frame_t, finish_episodes=finish_episodes)
+
+
 def run_phase(actor, num_frames, progress, frame_t, on_step=None, finish_episodes=False):
     """Steps `actor` until it has advanced `num_frames` frames; `on_step(row, frames)`
     after each step; `frame_t()` the training frame counter the epsilon follows. With
@@ -98,11 +106,8 @@ class SerialDriver(Driver):
         """Acts for `num_frames` frames (with --eval-episodes, until that many episodes
         end, one per environment; with --eval-finish-episodes, until the episodes under
         way at `num_frames` end) with the evaluation epsilon; learns nothing."""
-        frame_t = lambda: self.updates.frame_t
-        if self.eval_episodes:
-            return run_episodes(self.evaluator, progress, frame_t)
-        return run_phase(self.evaluator, num_frames, progress, frame_t,
-                         finish_episodes=self.eval_finish_episodes)  # fmt: skip
+        return evaluate(self.evaluator, num_frames, progress, lambda: self.updates.frame_t,
+                        self.eval_episodes, self.eval_finish_episodes)  # fmt: skip
 
     def epsilon(self, frame_t):
         return mean_epsilon(self.train_epsilon, frame_t)

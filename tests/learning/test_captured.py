@@ -13,7 +13,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from helpers import SMALL_HEADS, filled, no_host_sync, rows, window_slots
+from helpers import SMALL_HEADS, filled, no_host_sync, resumed_rows, rows, window_slots
 
 from qzoo.cli.main import main
 from qzoo.configuration import build_config
@@ -21,7 +21,6 @@ from qzoo.learning.captured import CapturedUpdate
 from qzoo.learning.from_config import make_learner
 from qzoo.replay import Replay
 from qzoo.replay.device_samplers import DevicePrioritizedSampler, DeviceUniformSampler
-from qzoo.run import checkpoint
 from qzoo.run.trainer import Trainer
 
 SMALL = {"env": "CartPole-v1", "iterations": "2", "train_frames": "300", "eval_frames": "20",
@@ -235,13 +234,7 @@ def test_a_captured_run_resumes_exactly(tmp_path, agent):
     """Saved after iteration 1 and resumed in a new trainer: iteration 2 as without the
     stop (both streams are in the checkpoint; the graph holds no state of its own)."""
     expected = rows(Trainer(build_config(agent, SMALL)), 3)
-    first = Trainer(build_config(agent, SMALL))
-    got = rows(first, 2)
-    path = tmp_path / "latest.safetensors"
-    checkpoint.save(path, first.state_dict())
-    second = Trainer(build_config(agent, SMALL))
-    second.load_state_dict(checkpoint.load(path))
-    got += rows(second, 1)
+    got = resumed_rows(lambda: Trainer(build_config(agent, SMALL)), tmp_path, 2, 1)
     assert got == expected and float(got[2]["train_num_updates"]) > 0
 
 

@@ -4,13 +4,12 @@ no replay, the learning-rate schedule)."""
 
 import pytest
 import torch
-from helpers import rows
+from helpers import resumed_rows, rows
 
-from qzoo.acting.pqn import annealed
+from qzoo.acting.schedule import LinearSchedule
 from qzoo.cli.main import main
 from qzoo.configuration import build_config
 from qzoo.learning.losses import lambda_returns
-from qzoo.run import checkpoint
 from qzoo.run.trainer import Trainer, run
 
 # One environment, T = 3, gamma 0.9, lambda 0.5, rewards [1, 2, 3]; the states each
@@ -111,13 +110,7 @@ def test_a_pqn_run_resumes_exactly(tmp_path):
     """Saved after iteration 1 and resumed in a new trainer: iteration 2 as without the
     stop (the network, RAdam's moments, the minibatch shuffles and the schedules)."""
     expected = rows(Trainer(build_config("pqn", SMALL)), 3)
-    first = Trainer(build_config("pqn", SMALL))
-    got = rows(first, 2)
-    path = tmp_path / "latest.safetensors"
-    checkpoint.save(path, first.state_dict())
-    second = Trainer(build_config("pqn", SMALL))
-    second.load_state_dict(checkpoint.load(path))
-    got += rows(second, 1)
+    got = resumed_rows(lambda: Trainer(build_config("pqn", SMALL)), tmp_path, 2, 1)
     assert got == expected
     # 600 frames are at least five rollouts of 4 x 32 steps (an environment's reset is
     # a step without a frame); each rollout 4 epochs of 4 minibatches.
@@ -127,14 +120,16 @@ def test_a_pqn_run_resumes_exactly(tmp_path):
 
 def test_the_learning_rate_falls_linearly_per_rollout():
     """CleanRL's pqn.py: lr_0 (1 - (i - 1) / iterations) before rollout i; 0 at the end."""
-    assert annealed(2.5e-4, 0, 6144) == 2.5e-4
-    assert annealed(2.5e-4, 1536, 6144) == pytest.approx(1.875e-4)
-    assert annealed(2.5e-4, 6144, 6144) == annealed(2.5e-4, 7000, 6144) == 0.0
+    annealed = LinearSchedule(0, 6144, 2.5e-4, 0.0)  # the driver's, for 3 x 2048 frames
+    assert annealed(0) == 2.5e-4
+    assert annealed(1536) == pytest.approx(1.875e-4)
+    assert annealed(6144) == annealed(7000) == 0.0
     trainer = Trainer(build_config("pqn", SMALL))
     trainer.run_iteration()
     trainer.run_iteration()  # the phase's last rollout started in frames [472, 600)
     lr = trainer.learner.optimizer.param_groups[0]["lr"]
-    assert annealed(2.5e-4, 600, 1800) < lr <= annealed(2.5e-4, 600 - 4 * 32, 1800)
+    in_run = LinearSchedule(0, 1800, 2.5e-4, 0.0)
+    assert in_run(600) < lr <= in_run(600 - 4 * 32)
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import time
 
 import pytest
 import torch
-from helpers import REPO, TINY_ARGS, replacing
+from helpers import REPO, TINY_ARGS, replacing, small_disk
 
 from qzoo.cli.main import main
 
@@ -296,21 +296,13 @@ def test_a_video_ffmpeg_could_not_complete_is_refused_not_renamed_into_place(min
 
 def test_record_on_a_full_disk_is_one_line_and_leaves_no_file(minatar, tmp_path, capsys):
     pytest.importorskip("imageio")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    command = ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)]
-    if subprocess.run(command, check=False, capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
-    try:
-        (disk / "filler").write_bytes(b"\0" * 60_000)  # a few kB left: not a video's index
+    with small_disk(tmp_path / "disk") as disk:  # a few kB left: not a video's index
         out = disk / "clip.mp4"
         assert main(["record", str(minatar), "--out", str(out), "--frames", "50"]) == 2
         captured = capsys.readouterr()
         assert captured.err.startswith(f"qzoo: error: cannot write {out}: ")
         assert captured.err.count("\n") == 1, captured.err  # no ffmpeg lines either
         assert os.listdir(disk) == ["filler"]
-    finally:
-        subprocess.run(["umount", str(disk)], check=True)
 
 
 def test_record_without_imageio_names_the_extra(cartpole, monkeypatch, capsys):

@@ -14,7 +14,7 @@ import time
 
 import optuna
 import pytest
-from helpers import REPO
+from helpers import REPO, small_disk
 
 from qzoo.cli.main import main
 from qzoo.tools import tune_space
@@ -275,13 +275,8 @@ def test_ctrl_c_in_a_trial_says_one_thing_how_to_continue(tmp_path, monkeypatch,
 def test_a_study_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys):
     """SQLite cannot create the study's tables: the empty database file and the folder
     the command made went unremoved (issue 34's fault pass)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mount = ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)]
-    if subprocess.run(mount, check=False, capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
-    try:
-        (disk / "filler").write_bytes(b"\0" * 60_000)
+    # lazily unmounted: SQLAlchemy's pool may hold the removed file open until collected
+    with small_disk(tmp_path / "disk", lazy=True) as disk:
         argv = ["tune", "dqn", "--env", "CartPole-v1", "--trials", "1", "--out",
                 str(disk / "study"), "--space", "batch_size=off", "--", *TRAIN]  # fmt: skip
         assert main(argv) == 2
@@ -289,5 +284,3 @@ def test_a_study_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys)
         assert err.startswith(f"qzoo: error: --storage: cannot open 'sqlite:///{disk}/study/")
         assert err.count("\n") == 1 and "full" in err, err
         assert os.listdir(disk) == ["filler"]
-    finally:  # lazily: SQLAlchemy's pool may hold the removed file open until collected
-        subprocess.run(["umount", "-l", str(disk)], check=True)
