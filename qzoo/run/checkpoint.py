@@ -29,27 +29,14 @@ import torch
 from qzoo import checksums
 from qzoo.errors import UserError
 from qzoo.files import atomic_write
+from qzoo.run import state_tree
+from qzoo.run.state_tree import DTYPES, ITEMSIZE
 
 FORMAT = "qzoo"
 FORMAT_VERSION = 1
 MAX_HEADER_BYTES = 64 * 2**20  # the header holds no arrays: a few kB in practice
 CHUNK_BYTES = 8 * 2**20  # bytes moved per write or read: the save's extra memory
 MMAP_MIN_BYTES = 2**20  # numpy arrays from this size up come back memory-mapped
-
-# safetensors dtype name -> (numpy dtype or None, torch dtype). Only these are written,
-# and a header naming any other is refused.
-DTYPES = {
-    "BOOL": (np.bool_, torch.bool), "U8": (np.uint8, torch.uint8),
-    "I8": (np.int8, torch.int8), "I16": (np.int16, torch.int16),
-    "U16": (np.uint16, torch.uint16), "I32": (np.int32, torch.int32),
-    "U32": (np.uint32, torch.uint32), "I64": (np.int64, torch.int64),
-    "U64": (np.uint64, torch.uint64), "F16": (np.float16, torch.float16),
-    "BF16": (None, torch.bfloat16), "F32": (np.float32, torch.float32),
-    "F64": (np.float64, torch.float64),
-}  # fmt: skip
-_BY_NUMPY = {np.dtype(n): name for name, (n, _) in DTYPES.items() if n is not None}
-_BY_TORCH = {t: name for name, (_, t) in DTYPES.items()}
-_ITEMSIZE = {name: torch.empty((), dtype=t).element_size() for name, (_, t) in DTYPES.items()}
 
 
 # ---- save ------------------------------------------------------------------------
@@ -64,24 +51,22 @@ def save(path, state):
                                  "crc32": JSON {name: 8 hex digits, ...}}}
       the rest  every array's bytes, row-major, back to back
 
-    "tree" is the JSON of everything but the arrays, with a placeholder per array that
-    also says whether it was a numpy array or a torch tensor, so `load` returns the same
-    types. Tags ({"$": ...}) keep what JSON cannot: tuples, dicts with non-string keys
-    (torch optimizers key their state by int), NaN and infinities, numpy scalars.
+    "tree" is the JSON of everything but the arrays (run/state_tree.py), with a
+    placeholder per array that also says whether it was a numpy array or a torch tensor,
+    so `load` returns the same types.
 
     Extra memory is bounded by CHUNK_BYTES (plus the JSON of the non-array part), not
     by the size of the arrays. Raises TypeError for a leaf of another type and
     OSError when the file cannot be written (the previous file at `path` is kept)."""
-    arrays = []  # (name, array or tensor, dtype name)
-    tree = _encode(state, "", arrays, set())
+    tree, arrays = state_tree.encode(state)  # arrays: (name, array or tensor, dtype name)
     # Largest items first keeps every array aligned to its item size in the file (the
     # header is padded to 8 bytes), so memory-mapped arrays are aligned.
-    arrays.sort(key=lambda a: -_ITEMSIZE[a[2]])
+    arrays.sort(key=lambda a: -ITEMSIZE[a[2]])
     header, offset = {}, 0
     for name, array, dtype in arrays:
-        size = math.prod(array.shape) * _ITEMSIZE[dtype]
-        header[name] = {"dtype": dtype, "shape": list(array.shape),
-                        "data_offsets": [offset, offset + size]}  # fmt: skip
+        size = math.prod(array.shape) * ITEMSIZE[dtype]
+        shape = list(array.shape)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
         offset += size
     header["__metadata__"] = {
         "format": FORMAT,
@@ -112,49 +97,6 @@ def save(path, state):
         _write_all(fd, final, at=0)
 
     atomic_write(path, write)
-
-
-def _encode(value, path, arrays, names):
-    """The JSON form of `value`; arrays are appended to `arrays` and left as placeholders
-    named by their path in the tree (unique: a clash gets primes appended)."""
-    if isinstance(value, (np.ndarray, torch.Tensor)):
-        kind = "torch" if isinstance(value, torch.Tensor) else "numpy"
-        dtype = (_BY_TORCH if kind == "torch" else _BY_NUMPY).get(value.dtype)
-        if dtype is None:
-            raise TypeError(f"checkpoint: {path or 'root'} has unsupported dtype {value.dtype}")
-        name = path or "root"
-        while name in names or name == "__metadata__":
-            name += "'"
-        names.add(name)
-        arrays.append((name, value, dtype))
-        return {"$": "array", "name": name, "kind": kind}
-    if isinstance(value, np.generic):  # numpy scalars keep their dtype
-        if value.dtype not in _BY_NUMPY:
-            raise TypeError(f"checkpoint: {path} has unsupported dtype {value.dtype}")
-        return {"$": "scalar", "dtype": str(value.dtype), "value": _encode_key(value.item())}
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else {"$": "float", "value": repr(value)}
-    if isinstance(value, dict):
-        items = [(k, _encode(v, f"{path}/{k}".lstrip("/"), arrays, names))
-                 for k, v in value.items()]  # fmt: skip
-        if all(isinstance(k, str) for k in value) and "$" not in value:
-            return dict(items)
-        return {"$": "dict", "items": [[_encode_key(k), v] for k, v in items]}
-    if isinstance(value, (list, tuple)):
-        items = [_encode(v, f"{path}/{i}".lstrip("/"), arrays, names) for i, v in enumerate(value)]
-        return items if isinstance(value, list) else {"$": "tuple", "items": items}
-    raise TypeError(f"checkpoint: cannot store {type(value).__name__} at {path or 'root'}")
-
-
-def _encode_key(value):
-    """Dict keys and scalar values: the tree's plain types, never arrays."""
-    arrays = []
-    encoded = _encode(value, "key", arrays, set())
-    if arrays:
-        raise TypeError("checkpoint: arrays cannot be dict keys")
-    return encoded
 
 
 def _chunks(array):
@@ -219,12 +161,12 @@ def load(path):
             used.add(name)
             array, crc = _read_array(f, path, data_start, header[name], kind, crcs is not None)
             if crcs is not None and crc != crcs[name]:
-                raise UserError(checksums.mismatch(f"checkpoint {path}", name, crcs[name], crc)
-                                + "; " + LEFT_AS_IS)  # fmt: skip
+                where = checksums.mismatch(f"checkpoint {path}", name, crcs[name], crc)
+                raise UserError(f"{where}; {LEFT_AS_IS}")
             return array
 
         try:
-            state = _decode(json.loads(tree), read)
+            state = state_tree.decode(json.loads(tree), read)
         except (ValueError, KeyError, TypeError, IndexError, RecursionError) as e:
             raise _corrupt(path, f"bad tree: {type(e).__name__}: {e}") from None
         if used != set(header):
@@ -239,7 +181,8 @@ def peek(path):
     with _opened(path) as (f, start, size):
         header, _ = _read_header(f, path, start, size)
     try:
-        return _decode(json.loads(header["__metadata__"]["tree"]), lambda name, kind: None)
+        tree = json.loads(header["__metadata__"]["tree"])
+        return state_tree.decode(tree, lambda name, kind: None)
     except (ValueError, KeyError, TypeError, IndexError, RecursionError) as e:
         raise _corrupt(path, f"bad tree: {type(e).__name__}: {e}") from None
 
@@ -267,8 +210,10 @@ def _is_pickle(start):
     return start.startswith(b"PK\x03\x04") or (start[:1] == b"\x80" and start[1:2] in b"\2\3\4\5")
 
 
-LEFT_AS_IS = ("qzoo leaves it as it is and trains on none of it: restore it from a copy, "
-              "or move it away to start the run over, or use another --run-dir")  # fmt: skip
+LEFT_AS_IS = (
+    "qzoo leaves it as it is and trains on none of it: restore it from a copy, "
+    "or move it away to start the run over, or use another --run-dir"
+)
 
 
 def _corrupt(path, reason):
@@ -311,17 +256,9 @@ def _read_header(f, path, start, size):
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        ok = (
-            isinstance(entry, dict) and set(entry) == {"dtype", "shape", "data_offsets"}
-            and entry["dtype"] in DTYPES and isinstance(entry["shape"], list)
-            and all(type(d) is int and d >= 0 for d in entry["shape"])
-            and isinstance(entry["data_offsets"], list) and len(entry["data_offsets"]) == 2
-            and all(type(o) is int for o in entry["data_offsets"])
-        )  # fmt: skip
-        begin, end = entry["data_offsets"] if ok else (0, -1)
-        if not ok or end - begin != math.prod(entry["shape"]) * _ITEMSIZE[entry["dtype"]]:
+        if not _is_entry(entry):
             raise _corrupt(path, f"bad header entry for {name!r}")
-        spans.append((begin, end))
+        spans.append(tuple(entry["data_offsets"]))
     # The arrays must tile the data exactly: no gaps, no overlaps, nothing past the end.
     position = 0
     for begin, end in sorted(spans):
@@ -333,11 +270,26 @@ def _read_header(f, path, start, size):
     return header, 8 + n
 
 
+def _is_entry(entry):
+    """Whether a header entry is {"dtype", "shape", "data_offsets"} of known types, its
+    span as long as its shape and dtype say."""
+    if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
+        return False
+    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if dtype not in DTYPES or not isinstance(shape, list) or not isinstance(offsets, list):
+        return False
+    if not all(type(d) is int and d >= 0 for d in shape) or len(offsets) != 2:
+        return False
+    if not all(type(o) is int for o in offsets):
+        return False
+    return offsets[1] - offsets[0] == math.prod(shape) * ITEMSIZE[dtype]
+
+
 def _checksums(meta, header, path):
     """{array name: crc32 hex}, or None (with a note) for a file without checksums."""
     if "crc32" not in meta:
-        print(f"qzoo: note: checkpoint {path} has no checksums (written by an older qzoo): "
-              "its arrays are loaded unverified", file=sys.stderr)  # fmt: skip
+        note = "has no checksums (written by an older qzoo): its arrays are loaded unverified"
+        print(f"qzoo: note: checkpoint {path} {note}", file=sys.stderr)
         return None
     crcs = checksums.parse(meta["crc32"], set(header))
     if crcs is None:
@@ -366,33 +318,3 @@ def _read_array(f, path, data_start, entry, kind, verify):
         if verify:
             crc.update(chunk)
     return (tensor if kind == "torch" else tensor.numpy()), crc.hex() if verify else None
-
-
-def _decode(node, read):
-    """Inverse of `_encode`; `read(name, kind)` returns the array behind a placeholder."""
-    if isinstance(node, list):
-        return [_decode(v, read) for v in node]
-    if not isinstance(node, dict):
-        return node
-    tag = node.get("$")
-    if tag is None:
-        return {k: _decode(v, read) for k, v in node.items()}
-    if tag == "array":
-        return read(node["name"], node["kind"])
-    if tag == "scalar":
-        dtype = np.dtype(node["dtype"])  # a name from the file: only the table's dtypes
-        if dtype not in _BY_NUMPY:
-            raise ValueError(f"scalar of dtype {dtype}")
-        return dtype.type(_decode(node["value"], read))
-    if tag == "float":
-        if node["value"] not in ("nan", "inf", "-inf"):
-            raise ValueError(f"bad float {node['value']!r}")
-        return float(node["value"])
-    if tag == "tuple":
-        return tuple(_decode(v, read) for v in node["items"])
-    if tag == "dict":
-        keys = [_decode(k, read) for k, _ in node["items"]]
-        if any(isinstance(k, (list, dict, np.ndarray, torch.Tensor)) for k in keys):
-            raise TypeError("unhashable dict key")
-        return {k: _decode(v, read) for k, (_, v) in zip(keys, node["items"])}
-    raise ValueError(f"unknown tag {tag!r}")
