@@ -40,18 +40,18 @@ def emit(name, value, unit, **configuration):
 def checksums_off():
     """Saves compute no CRC, loads verify none: qzoo before checksums."""
     from qzoo import checksums
-    from qzoo.offline import dataset
+    from qzoo.offline import layout
     from qzoo.run import checkpoint
 
-    saved = (checksums.Crc32.update, checkpoint._checksums, dataset.load_qzoo.__defaults__)
+    saved = (checksums.Crc32.update, checkpoint._checksums, layout.load_qzoo.__defaults__)
     checksums.Crc32.update = lambda self, chunk: None
     checkpoint._checksums = lambda meta, header, path: None
-    dataset.load_qzoo.__defaults__ = (None, ())
+    layout.load_qzoo.__defaults__ = (None, ())
     try:
         yield
     finally:
         checksums.Crc32.update, checkpoint._checksums = saved[:2]
-        dataset.load_qzoo.__defaults__ = saved[2]
+        layout.load_qzoo.__defaults__ = saved[2]
 
 
 def timed(function):
@@ -102,7 +102,7 @@ def bench_checkpoint(transitions, repeats, folder):
 
 
 def bench_dataset(rows, repeats, folder):
-    from qzoo.offline import dataset
+    from qzoo.offline import conversion, layout
     from qzoo.offline.writer import LoggedReplayWriter
 
     source = os.path.join(folder, "src")
@@ -116,10 +116,10 @@ def bench_dataset(rows, repeats, folder):
         for mode in ("on", "off"):
             dst = os.path.join(folder, "q")
             with checksums_off() if mode == "off" else contextlib.nullcontext():
-                seconds = timed(lambda d=dst: dataset.to_qzoo(source, d, quiet=True))
+                seconds = timed(lambda d=dst: conversion.to_qzoo(source, d, quiet=True))
                 best["convert", mode] = min(best.get(("convert", mode), seconds), seconds)
-                dataset._VERIFIED.clear()
-                seconds = timed(lambda d=dst: dataset.load_qzoo(d))
+                layout._VERIFIED.clear()
+                seconds = timed(lambda d=dst: layout.load_qzoo(d))
                 best["open", mode] = min(best.get(("open", mode), seconds), seconds)
             shutil.rmtree(dst)
     info = {"rows": rows, "frames_mib": round(rows * 84 * 84 / 2**20, 1)}

@@ -81,7 +81,7 @@ def main():
 
 
 def write_dataset(args, described):
-    from qzoo.offline.dataset import to_qzoo
+    from qzoo.offline.conversion import to_qzoo
     from qzoo.offline.writer import LoggedReplayWriter
 
     logs = os.path.join(args.folder, "Pong", "1", "replay_logs")

@@ -1,7 +1,8 @@
 """`qzoo dataset info DIR [--json]` and `qzoo dataset convert SRC DST --to qzoo|dopamine`:
-what a DQN Replay Dataset folder holds, and its conversion between Dopamine's files and
-qzoo's memory-mappable copy (offline/dataset.py); `--from rlu` reads RL Unplugged's
-Atari TFRecord files instead (offline/rlu.py)."""
+what a DQN Replay Dataset folder holds (offline/inspection.py), and its conversion
+(offline/conversion.py) between Dopamine's files and qzoo's memory-mappable copy
+(offline/layout.py); `--from rlu` reads RL Unplugged's Atari TFRecord files instead
+(offline/rlu.py)."""
 
 import contextlib
 import json
@@ -10,8 +11,8 @@ import shutil
 
 from qzoo.cli.parser import Parser, parse
 from qzoo.errors import UserError
-from qzoo.offline.dataset import info, to_dopamine, to_qzoo
-from qzoo.offline.rlu_copy import from_rlu
+from qzoo.offline.conversion import from_rlu, to_dopamine, to_qzoo
+from qzoo.offline.inspection import info
 from qzoo.run.folder_files import os_errors
 
 

@@ -267,6 +267,19 @@ def check_shapes(folder, suffix, data, frame_shape):
         raise bad("observation", f"has shape {frame_shape}, not ({capacity}, ...) frames")
 
 
+def small_arrays(folder, suffix, whole=False):
+    """Every array of a suffix but the frames, whose shape comes from their header
+    (with `whole`, their file is also checked to hold all of them: read_shape)."""
+    names = ("add_count", "invalid_range", "action", "reward", "terminal")
+    data = {a: read_array(os.path.join(folder, file_name(a, suffix)), a) for a in names}
+    path = os.path.join(folder, file_name("observation", suffix))
+    shape = read_shape(path, "observation", whole)
+    check_shapes(folder, suffix, data, shape)
+    # A zero-strided stand-in: the statistics never look at frames.
+    data["observation"] = np.broadcast_to(np.zeros((1,) + shape[1:], np.uint8), shape)
+    return data
+
+
 def time_order(capacity, add_count):
     """A checkpoint's rows in the order they were written (§1.7): from the cursor on in
     a full file, else rows 0 .. cursor - 1."""

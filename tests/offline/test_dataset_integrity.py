@@ -19,7 +19,7 @@ from helpers import REPO, episodes
 
 from qzoo.cli.main import main
 from qzoo.errors import UserError
-from qzoo.offline import dataset as dataset_lib
+from qzoo.offline import layout as dataset_lib
 from qzoo.offline.writer import LoggedReplayWriter
 
 FRAME = (4, 10, 10)  # minatar/breakout's frames

@@ -15,7 +15,7 @@ from helpers import episodes
 
 from qzoo.errors import UserError
 from qzoo.offline import dopamine
-from qzoo.offline.dataset import load_qzoo
+from qzoo.offline.layout import load_qzoo
 from qzoo.offline.storage import DatasetStorage
 from qzoo.offline.writer import LoggedReplayWriter
 from qzoo.replay import Replay, UniformSampler
@@ -356,7 +356,7 @@ def _resident_bytes(path):
 def test_memory_mapped_frames_stay_under_the_resident_budget(tmp_path):
     """Frames read through the maps leave the resident set once a budget's worth was
     read, and the batches are the same as with every page kept."""
-    from qzoo.offline.dataset import to_qzoo
+    from qzoo.offline.conversion import to_qzoo
 
     writer = LoggedReplayWriter(tmp_path / "logs", 3000, (84, 84))
     k = episodes(writer, [500] * 5)
@@ -411,7 +411,8 @@ class _Recorder:
 def test_readahead_asks_for_the_pages_of_exactly_the_frames_gathered(tmp_path):
     """Before a gather the storage asks the kernel (madvise WILLNEED) for the pages of
     every frame it will read: one range per distinct row, covering that row's bytes."""
-    from qzoo.offline.dataset import first_rows, to_qzoo
+    from qzoo.offline.conversion import to_qzoo
+    from qzoo.offline.dataset import first_rows
 
     writer = LoggedReplayWriter(tmp_path / "logs", 600, (84, 84))
     episodes(writer, [250, 300])
@@ -441,7 +442,7 @@ def test_readahead_asks_for_the_pages_of_exactly_the_frames_gathered(tmp_path):
 def test_a_cached_conversion_is_redone_when_a_checkpoint_is_rewritten(tmp_path, capsys):
     """A resumed --log-replay run rewrites its last, partial checkpoint under the same
     suffix: the cached memory-mappable copy must follow it, not serve the old rows."""
-    from qzoo.offline.dataset import qzoo_layout
+    from qzoo.offline.conversion import qzoo_layout
 
     logs = tmp_path / "replay_logs"
     writer = LoggedReplayWriter(logs, 20, (2, 2))

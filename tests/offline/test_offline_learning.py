@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from qzoo.configuration import build_config
-from qzoo.offline.dataset import to_dopamine, to_qzoo
+from qzoo.offline.conversion import to_dopamine, to_qzoo
 from qzoo.run.trainer import Trainer, run
 
 BASE = {"env": "minatar/breakout", "iterations": "3", "train_frames": "25000",

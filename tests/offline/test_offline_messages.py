@@ -15,7 +15,7 @@ from qzoo.cli.main import main
 from qzoo.configuration import build_config
 from qzoo.errors import UserError
 from qzoo.offline import dopamine
-from qzoo.offline.dataset import qzoo_layout
+from qzoo.offline.conversion import qzoo_layout
 from qzoo.offline.writer import LoggedReplayWriter
 from qzoo.run.trainer import Trainer, run
 

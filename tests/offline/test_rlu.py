@@ -15,7 +15,7 @@ import pytest
 from qzoo.cli.main import main
 from qzoo.errors import UserError
 from qzoo.offline import dopamine
-from qzoo.offline.dataset import load_qzoo
+from qzoo.offline.layout import load_qzoo
 from qzoo.offline.storage import DatasetStorage
 from qzoo.offline.tfrecord import masked_crc, records
 
