@@ -17,12 +17,11 @@ needs an even number of workers, each with an environment) are skipped. Timings 
 shared machine are noisy: compare modes within one run.
 """
 
-import argparse
-import json
 import time
 
 import numpy as np
 import torch
+from harness import emit, new_parser
 
 from qzoo.configuration import build_config
 from qzoo.run import threads as qzoo_threads
@@ -91,14 +90,22 @@ def measure_envs(env, num_envs, workers, steps):
             )
             vector.close()
     for name, values in rates.items():
-        print(json.dumps({"name": "env_steps_per_second", "env": env, "vector": name,
-                          "num_envs": num_envs, "workers": min(workers, num_envs),
-                          "value": float(np.mean(values)), "runs": values,
-                          "unit": "agent steps/s"}), flush=True)  # fmt: skip
+        emit(
+            {
+                "name": "env_steps_per_second",
+                "env": env,
+                "vector": name,
+                "num_envs": num_envs,
+                "workers": min(workers, num_envs),
+                "value": float(np.mean(values)),
+                "runs": values,
+                "unit": "agent steps/s",
+            }
+        )
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = new_parser(__doc__)
     parser.add_argument("--env", default="pong")
     parser.add_argument("--modes", default="serial,parallel,alternating,async")
     parser.add_argument("--envs", default="1,8,16,32")
@@ -123,8 +130,19 @@ def main():
             if mode == "alternating" and (workers < 2 or workers % 2):
                 continue
             steps = max(1, args.steps // num_envs)
-            print(json.dumps(measure(args.env, mode, num_envs, steps, workers, args.replay_ratio,
-                                     args.device, args.min_replay, args.threads)), flush=True)  # fmt: skip
+            emit(
+                measure(
+                    args.env,
+                    mode,
+                    num_envs,
+                    steps,
+                    workers,
+                    args.replay_ratio,
+                    args.device,
+                    args.min_replay,
+                    args.threads,
+                )
+            )
 
 
 if __name__ == "__main__":

@@ -6,15 +6,14 @@ Prints the `qzoo bench train` JSON lines of every agent, then one line per agent
 its agent steps per second as a ratio of dqn's measured in the same run.
 """
 
-import argparse
-import json
+from harness import emit, new_parser
 
 from qzoo.configuration import PRESETS
 from qzoo.run.bench import bench_train
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = new_parser(__doc__)
     parser.add_argument("--env", default="pong")
     parser.add_argument("--frames", type=int, default=4000)
     parser.add_argument("--device", default="auto")
@@ -27,9 +26,16 @@ def main():
                              num_envs=args.num_envs, progress="false", tensorboard="false")  # fmt: skip
         rates[agent] = result["steps_per_second"]
     for agent, rate in rates.items():
-        print(json.dumps({"name": "steps_per_second_vs_dqn", "agent": agent, "env": args.env,
-                          "value": rate / rates["dqn"] if "dqn" in rates else None,
-                          "unit": "ratio", "steps_per_second": rate}))  # fmt: skip
+        emit(
+            {
+                "name": "steps_per_second_vs_dqn",
+                "agent": agent,
+                "env": args.env,
+                "value": rate / rates["dqn"] if "dqn" in rates else None,
+                "unit": "ratio",
+                "steps_per_second": rate,
+            }
+        )
 
 
 if __name__ == "__main__":

@@ -4,10 +4,11 @@
 python benchmarks/allocator.py [--env pong] [--capacity 20000] [--seconds 3] [--rounds 2]
 """
 
-import argparse
 import json
 import subprocess
 import sys
+
+from harness import emit, new_parser
 
 # The child runs `qzoo bench replay`; "default" marks the allocator as already set up
 # so that qzoo leaves glibc's settings alone (the baseline: glibc's defaults).
@@ -22,7 +23,7 @@ sys.exit(cli.main(["bench", "replay"] + sys.argv[2:]))
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = new_parser(__doc__)
     parser.add_argument("--env", default="pong")
     parser.add_argument("--capacity", default="20000")
     parser.add_argument("--seconds", default="3")
@@ -38,10 +39,17 @@ def main():
                 record = json.loads(line)
                 if record["name"] == "replay_batches_per_second":
                     found.append(record["value"])
-                    print(json.dumps({**record, "allocator": mode}), flush=True)
+                    emit({**record, "allocator": mode})
     ratio = sorted(q / d for q, d in zip(rates["qzoo"], rates["default"]))
-    print(json.dumps({"name": "allocator_speedup", "value": ratio[len(ratio) // 2],
-                      "unit": "x", "env": args.env, "rounds": args.rounds}))  # fmt: skip
+    emit(
+        {
+            "name": "allocator_speedup",
+            "value": ratio[len(ratio) // 2],
+            "unit": "x",
+            "env": args.env,
+            "rounds": args.rounds,
+        }
+    )
 
 
 if __name__ == "__main__":

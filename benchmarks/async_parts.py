@@ -11,8 +11,6 @@ Each part is timed by wrapping the method doing it. --staged-weights has the lea
 its weights for the actor (as a compiled update does) instead of the actor pulling them.
 """
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -23,12 +21,13 @@ from qzoo.run import threads as qzoo_threads
 from qzoo.run.trainer import Trainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import emit, new_parser
 from peers import qzoo_options  # benchmarks/ is not a package
 from timing import timed
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--warmup", type=int, default=2000)
     parser.add_argument("--no-prefetch", action="store_true")
@@ -61,14 +60,20 @@ def main():
     per_update["other_ms"] = 1e3 * wall / updates - sum(
         per_update[k] for k in ("learn_ms", "publish_ms", "prefetch_wait_ms", "gate_wait_ms")
     )
-    print(json.dumps({
-        "name": "async_parts", "precision": args.precision,
-        "prefetch_targets": not args.no_prefetch, "pin_threads": args.pin_threads,
-        "staged_weights": args.staged_weights,
-        "agent_steps_per_second": args.steps / wall, "cores_busy": cpu / wall,
-        "updates": updates, **{k: round(v, 3) for k, v in per_update.items()},
-        "cpus": os.cpu_count(),
-    }), flush=True)  # fmt: skip
+    emit(
+        {
+            "name": "async_parts",
+            "precision": args.precision,
+            "prefetch_targets": not args.no_prefetch,
+            "pin_threads": args.pin_threads,
+            "staged_weights": args.staged_weights,
+            "agent_steps_per_second": args.steps / wall,
+            "cores_busy": cpu / wall,
+            "updates": updates,
+            **{k: round(v, 3) for k, v in per_update.items()},
+            "cpus": os.cpu_count(),
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -19,9 +19,7 @@ false: nothing of a checkpoint comes back), and at the budget's end the suite ge
 Ctrl-C twice, which stops its runs at once. Exit status 1 when a run failed or none
 finished."""
 
-import argparse
 import csv
-import json
 import math
 import os
 import shutil
@@ -29,6 +27,8 @@ import signal
 import subprocess
 import sys
 import time
+
+from harness import emit, new_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -118,14 +118,14 @@ def collect(args):
                       "final_eval_return": _number(last.get("eval_episode_return")),
                       "mean_train_frame_rate": sum(rates) / len(rates) if rates else None,
                       "wall_seconds": _number(last.get("wall_time"))})  # fmt: skip
-    with open(os.path.join(args.out, "atari100k_gpu.jsonl"), "a") as f:
-        f.writelines(json.dumps(line) + "\n" for line in lines)
+    for line in lines:
+        emit(line)  # also to DIR/atari100k_gpu.jsonl
     return lines
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT", "atari100k_gpu_out"))
+    default_out = os.environ.get("OUT", "atari100k_gpu_out")
+    parser = new_parser(__doc__, "atari100k_gpu.jsonl", default_out)
     parser.add_argument("--work", default="/tmp/atari100k_gpu")
     parser.add_argument("--budget", type=float, default=540, help="seconds for everything")
     parser.add_argument("--agent", default="drq_eps")

@@ -19,6 +19,8 @@ import statistics
 import subprocess
 import sys
 
+from harness import emit, new_parser
+
 
 def measure(tree, agent, env, frames, extra):
     """(frames per second, frames per CPU second) of one bench in checkout `tree`."""
@@ -35,7 +37,7 @@ def measure(tree, agent, env, frames, extra):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--before", required=True, help="the checkout before the change")
     parser.add_argument("--after", required=True, help="the checkout after it")
     parser.add_argument("--runs", nargs="+", default=["dqn:pong", "dqn:CartPole-v1"],
@@ -54,18 +56,33 @@ def main():
             for which in order:
                 fps, cpu_fps = measure(trees[which], agent, env, args.frames, args.extra)
                 found[which].append((fps, cpu_fps))
-                print(json.dumps({"name": "frames_per_second", "which": which, "agent": agent,
-                                  "env": env, "repeat": k, "value": fps, "unit": "frames/s",
-                                  "frames_per_cpu_second": cpu_fps}), flush=True)  # fmt: skip
+                emit(
+                    {
+                        "name": "frames_per_second",
+                        "which": which,
+                        "agent": agent,
+                        "env": env,
+                        "repeat": k,
+                        "value": fps,
+                        "unit": "frames/s",
+                        "frames_per_cpu_second": cpu_fps,
+                    }
+                )
         medians = {which: [statistics.median(x[i] for x in found[which]) for i in (0, 1)]
                    for which in found}  # fmt: skip
-        print(json.dumps({
-            "name": "after_over_before", "agent": agent, "env": env, "frames": args.frames,
-            "repeat": args.repeat, "before_frames_per_second": medians["before"][0],
-            "after_frames_per_second": medians["after"][0],
-            "ratio": medians["after"][0] / medians["before"][0],
-            "cpu_ratio": medians["after"][1] / medians["before"][1],
-        }), flush=True)  # fmt: skip
+        emit(
+            {
+                "name": "after_over_before",
+                "agent": agent,
+                "env": env,
+                "frames": args.frames,
+                "repeat": args.repeat,
+                "before_frames_per_second": medians["before"][0],
+                "after_frames_per_second": medians["after"][0],
+                "ratio": medians["after"][0] / medians["before"][0],
+                "cpu_ratio": medians["after"][1] / medians["before"][1],
+            }
+        )
 
 
 if __name__ == "__main__":

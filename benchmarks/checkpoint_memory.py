@@ -16,7 +16,6 @@ cannot be given back to the page cache. Linux only.
 
 import argparse
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -24,9 +23,8 @@ import tempfile
 import threading
 import time
 
-
-def emit(name, value, unit, **configuration):
-    print(json.dumps({"name": name, "value": value, "unit": unit, **configuration}), flush=True)
+from harness import emit_value as emit
+from harness import new_parser
 
 
 def status():
@@ -117,16 +115,25 @@ def child(method, transitions, folder):
         state = None
     for step, peak in (("save", save), ("load", load)):
         extra = {**info, "file_mib": round(file_mib, 1), "seconds": round(peak.seconds, 2)}
-        emit(f"checkpoint_{step}_peak_rss_growth", round(peak.rss_growth / 2**20, 1), "MiB",
-             **extra)  # fmt: skip
-        emit(f"checkpoint_{step}_peak_anon_growth", round(peak.anon_growth / 2**20, 1), "MiB",
-             **extra)  # fmt: skip
-        emit(f"checkpoint_{step}_growth_per_replay", round(peak.rss_growth / replay_bytes, 3),
-             "ratio", **extra)  # fmt: skip
+        emit(
+            f"checkpoint_{step}_peak_rss_growth", round(peak.rss_growth / 2**20, 1), "MiB", **extra
+        )
+        emit(
+            f"checkpoint_{step}_peak_anon_growth",
+            round(peak.anon_growth / 2**20, 1),
+            "MiB",
+            **extra,
+        )
+        emit(
+            f"checkpoint_{step}_growth_per_replay",
+            round(peak.rss_growth / replay_bytes, 3),
+            "ratio",
+            **extra,
+        )
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--transitions", default="100000,300000")
     parser.add_argument("--methods", default="old,new")
     parser.add_argument("--folder", default=None, help="where to write the checkpoints")

@@ -16,10 +16,8 @@ Each timing is the fastest of --repeats, alternating with and without, the files
 the page cache (written just before): it is the CPU's cost, not the disk's.
 """
 
-import argparse
 import contextlib
 import dataclasses
-import json
 import os
 import shutil
 import sys
@@ -28,12 +26,10 @@ import time
 import zlib
 
 import numpy as np
+from harness import emit_value as emit
+from harness import new_parser
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-
-def emit(name, value, unit, **configuration):
-    print(json.dumps({"name": name, "value": value, "unit": unit, **configuration}), flush=True)
 
 
 @contextlib.contextmanager
@@ -128,7 +124,7 @@ def bench_dataset(rows, repeats, folder):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--transitions", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--folder", default=None, help="where to write the files")

@@ -13,17 +13,18 @@ the median batches per second and its ratio to the host replay's (the median of 
 per-round ratios). Add `cuda` to --devices on a machine with a GPU.
 """
 
-import argparse
 import statistics
 import time
 
 import torch
+from harness import emit_value as emit
+from harness import new_parser
 
 from qzoo.replay import Replay
 from qzoo.replay.device import DeviceFrameStorage
 from qzoo.replay.device_samplers import DeviceUniformSampler
 from qzoo.run import allocator
-from qzoo.run.bench import _machine, bench_storage, emit, fill, play_rows
+from qzoo.run.bench import _machine, bench_storage, fill, play_rows
 
 
 def make(frames, capacity, n_steps, device):
@@ -51,7 +52,7 @@ def rate(replay, batch_size, seconds, device):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--env", default="noise")
     parser.add_argument("--devices", default="host,cpu")
     parser.add_argument("--capacity", type=int, default=100_000)
@@ -77,12 +78,18 @@ def main():
                      "capacity": args.capacity, "n_steps": args.n_steps,
                      "batch_size": args.batch_size, "rounds": args.rounds, **_machine()}  # fmt: skip
         emit("replay_adds_per_second", replay.size / seconds, "transitions/s", **described)
-        emit("replay_batches_per_second", statistics.median(rates[device]), "batches/s",
-             rounds_values=[round(r, 1) for r in rates[device]], **described)  # fmt: skip
+        emit(
+            "replay_batches_per_second",
+            statistics.median(rates[device]),
+            "batches/s",
+            rounds_values=[round(r, 1) for r in rates[device]],
+            **described,
+        )
         if "host" in rates:
             ratios = [a / b for a, b in zip(rates[device], rates["host"])]
-            emit("replay_batches_per_second_ratio", statistics.median(ratios), "x host",
-                 **described)  # fmt: skip
+            emit(
+                "replay_batches_per_second_ratio", statistics.median(ratios), "x host", **described
+            )
 
 
 if __name__ == "__main__":

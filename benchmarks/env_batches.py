@@ -17,13 +17,12 @@ seconds per wall second), then one summary line per configuration (median, and i
 ratio to synchronous).
 """
 
-import argparse
-import json
 import os
 import statistics
 import time
 
 import numpy as np
+from harness import emit, new_parser
 
 from qzoo import envs
 from qzoo.configuration import build_config
@@ -76,7 +75,7 @@ def training(env, num_envs, batch, frames, min_replay, ratio):
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = new_parser(__doc__)
     parser.add_argument("--env", default="pong")
     parser.add_argument("--envs", default="8,16,32")
     parser.add_argument("--fractions", default="2,4", help="B = N / f for each f")
@@ -100,18 +99,34 @@ def main():
                 else:
                     result = environments_alone(args.env, num_envs, batch, args.frames, rng)
                 values[batch].append(result["value"])
-                print(json.dumps({"name": name, "env": args.env, "num_envs": num_envs,
-                                  "env_batch_size": batch, "round": round_, **result,
-                                  "replay_ratio": args.replay_ratio if args.train else None,
-                                  "unit": "frames/s", "load": os.getloadavg()[0]}),
-                      flush=True)  # fmt: skip
+                emit(
+                    {
+                        "name": name,
+                        "env": args.env,
+                        "num_envs": num_envs,
+                        "env_batch_size": batch,
+                        "round": round_,
+                        **result,
+                        "replay_ratio": args.replay_ratio if args.train else None,
+                        "unit": "frames/s",
+                        "load": os.getloadavg()[0],
+                    }
+                )
         sync = statistics.median(values[0])
         for batch in batches:
             median = statistics.median(values[batch])
-            print(json.dumps({"name": name + "_median", "env": args.env, "num_envs": num_envs,
-                              "env_batch_size": batch, "value": median,
-                              "ratio_to_sync": median / sync, "runs": values[batch],
-                              "unit": "frames/s"}), flush=True)  # fmt: skip
+            emit(
+                {
+                    "name": name + "_median",
+                    "env": args.env,
+                    "num_envs": num_envs,
+                    "env_batch_size": batch,
+                    "value": median,
+                    "ratio_to_sync": median / sync,
+                    "runs": values[batch],
+                    "unit": "frames/s",
+                }
+            )
 
 
 if __name__ == "__main__":

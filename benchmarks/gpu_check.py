@@ -26,7 +26,6 @@ Sections, in order (`--sections` picks some):
            and writes its learning curve (results.csv and pong_curve.jsonl)
 """
 
-import argparse
 import json
 import os
 import signal
@@ -34,6 +33,8 @@ import subprocess
 import sys
 import time
 import traceback
+
+from harness import emit_value, new_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -60,13 +61,6 @@ def per_call(num_envs):
     return f"captured_k{min(4, max(1, num_envs // 4))}"
 
 
-def emit(out, name, value, unit, **described):
-    line = json.dumps({"name": name, "value": value, "unit": unit, **described})
-    print(line, flush=True)
-    with open(os.path.join(out, "gpu_check.jsonl"), "a") as f:
-        f.write(line + "\n")
-
-
 def log(out, text):
     stamped = f"[{time.strftime('%H:%M:%S')}] {text}"
     print(stamped, file=sys.stderr, flush=True)
@@ -89,7 +83,7 @@ def section_env(args):
     import ale_py
 
     described["ale_py"] = ale_py.__version__
-    emit(args.out, "machine", 1, "", **described)
+    emit_value("machine", 1, "", **described)
 
 
 # The CUDA tests: each compiles (seconds apiece), so the agents that cover each path.
@@ -112,8 +106,13 @@ def section_tests(args):
                               check=False)  # fmt: skip
     with open(path) as report:
         lines = report.read().strip().splitlines()
-    emit(args.out, "cuda_tests_exit_code", done.returncode, "", seconds=time.perf_counter()
-         - started, summary=lines[-1] if lines else "")  # fmt: skip
+    emit_value(
+        "cuda_tests_exit_code",
+        done.returncode,
+        "",
+        seconds=time.perf_counter() - started,
+        summary=lines[-1] if lines else "",
+    )
 
 
 def settings(args):
@@ -189,7 +188,7 @@ def measure(args, agent, num_envs, mode, options, s):
     if parts:  # the rate once the games run, without the phase's first reset
         frames = stats["frame_rate"] * stats["duration"]
         described["steady_frames_per_second"] = frames / (stats["duration"] - parts["env_reset"])
-    emit(args.out, "train_frames_per_second", stats["frame_rate"], "frames/s", **described)
+    emit_value("train_frames_per_second", stats["frame_rate"], "frames/s", **described)
     del trainer
     if cuda:
         torch.cuda.empty_cache()
@@ -297,15 +296,22 @@ def section_speed(args):
         if (agent, count, mode) in skip:
             continue
         if time.time() > deadline - 15:
-            emit(args.out, "skipped", 1, "", agent=agent, num_envs=count, mode=mode)
+            emit_value("skipped", 1, "", agent=agent, num_envs=count, mode=mode)
             continue
         try:
             rate = measure(args, agent, count, mode, options, s)
             log(args.out, f"speed: {agent} x{count} {mode}: {rate:,.0f} frames/s")
         except Exception:  # noqa: BLE001 (recorded; the next setting still runs)
             log(args.out, f"speed: {agent} x{count} {mode} failed:\n{traceback.format_exc()}")
-            emit(args.out, "failed", 1, "", agent=agent, num_envs=count, mode=mode,
-                 error=traceback.format_exc().strip().splitlines()[-1])  # fmt: skip
+            emit_value(
+                "failed",
+                1,
+                "",
+                agent=agent,
+                num_envs=count,
+                mode=mode,
+                error=traceback.format_exc().strip().splitlines()[-1],
+            )
 
 
 def section_replay(args):
@@ -318,8 +324,9 @@ def section_replay(args):
     for line in done.stdout.splitlines():
         if line.startswith("{"):
             record = json.loads(line)
-            emit(args.out, "replay_" + record.pop("name"), record.pop("value"),
-                 record.pop("unit"), **record)  # fmt: skip
+            emit_value(
+                "replay_" + record.pop("name"), record.pop("value"), record.pop("unit"), **record
+            )
     if done.returncode:
         log(args.out, "replay failed:\n" + done.stderr[-3000:])
 
@@ -435,16 +442,20 @@ def keep_curve(args):
     shutil.copy(path, os.path.join(args.out, "pong_results.csv"))
     with open(path) as f:
         for row in csv.DictReader(f):
-            emit(args.out, "pong_eval_episode_return", float(row["eval_episode_return"]),
-                 "return", iteration=int(row["iteration"]), frame=int(row["frame"]),
-                 wall_time=float(row["wall_time"]),
-                 train_episode_return=float(row["train_episode_return"]),
-                 train_frame_rate=float(row["train_frame_rate"]))  # fmt: skip
+            emit_value(
+                "pong_eval_episode_return",
+                float(row["eval_episode_return"]),
+                "return",
+                iteration=int(row["iteration"]),
+                frame=int(row["frame"]),
+                wall_time=float(row["wall_time"]),
+                train_episode_return=float(row["train_episode_return"]),
+                train_frame_rate=float(row["train_frame_rate"]),
+            )
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT", "gpu_check_out"))
+    parser = new_parser(__doc__, "gpu_check.jsonl", os.environ.get("OUT", "gpu_check_out"))
     parser.add_argument("--work", default="/tmp/gpu_check")
     parser.add_argument("--budget", type=float, default=540, help="seconds for everything")
     parser.add_argument("--sections", default=",".join(SECTIONS))

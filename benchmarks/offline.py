@@ -15,18 +15,14 @@ as the whole resident set and its two parts: anonymous (what the process allocat
 and file pages (the memory-mapped frames, released by the storage every 2 GiB read).
 """
 
-import argparse
-import json
 import os
 import resource
 import shutil
 import time
 
 import numpy as np
-
-
-def emit(name, value, unit, **configuration):
-    print(json.dumps({"name": name, "value": value, "unit": unit, **configuration}), flush=True)
+from harness import emit_value as emit
+from harness import new_parser
 
 
 def rss(field="VmRSS"):
@@ -56,7 +52,7 @@ def frame_pool(source, rng):
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = new_parser(__doc__)
     parser.add_argument("--folder", required=True)
     parser.add_argument("--transitions", type=int, default=200_000)
     parser.add_argument("--checkpoint-rows", type=int, default=100_000)
@@ -101,8 +97,13 @@ def write_dataset(args, described):
     to_qzoo(os.path.join(args.folder, "Pong", "1"), os.path.join(args.folder, "q"))
     emit("offline_convert_seconds", time.perf_counter() - started, "s", **described)
     emit("dataset_bytes_on_disk", _du(logs), "bytes", format="dopamine", **described)
-    emit("dataset_bytes_on_disk", _du(os.path.join(args.folder, "q")), "bytes", format="qzoo",
-         **described)  # fmt: skip
+    emit(
+        "dataset_bytes_on_disk",
+        _du(os.path.join(args.folder, "q")),
+        "bytes",
+        format="qzoo",
+        **described,
+    )
 
 
 def _du(folder):
@@ -134,8 +135,9 @@ def main_train(args, described):
     emit("offline_rss_total", rss(), "bytes", **described)
     emit("offline_rss_anon", rss("RssAnon"), "bytes", **described)
     emit("offline_rss_file", rss("RssFile"), "bytes", **described)
-    emit("peak_rss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "bytes",
-         **described)  # fmt: skip
+    emit(
+        "peak_rss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "bytes", **described
+    )
     del trainer
     if args.no_online:
         return

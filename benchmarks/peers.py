@@ -58,6 +58,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ is not a package
+from harness import emit as record
+from harness import new_parser
 from peer_baselines import cleanrl_folder, run_cleanrl, run_sb3
 from peer_common import ENVS, memory, replay_figures, resident_bytes  # noqa: F401 (tests)
 
@@ -100,7 +102,7 @@ CHILDREN = PEERS + tuple(VARIANTS) + ("qzoo_before",)
 
 
 def emit(name, **fields):
-    print(json.dumps({"name": name, **fields}), flush=True)
+    record({"name": name, **fields})
 
 
 # ---- children: one run of one peer, result written as JSON to a file ---------------
@@ -275,12 +277,23 @@ def parent(args):
         for peer in peers:
             mine = [r for r in runs if r["peer"] == peer]
             if mine:
-                emit("peer_median", peer=peer, env=env, runs=len(mine), **{
-                    key: statistics.median(r[key] for r in mine)
-                    for key in ("agent_steps_per_second", "agent_steps_per_cpu_second",
-                                "peak_rss", "replay_allocated_bytes", "replay_bytes_per_transition")
-                    if all(key in r for r in mine)
-                })  # fmt: skip
+                emit(
+                    "peer_median",
+                    peer=peer,
+                    env=env,
+                    runs=len(mine),
+                    **{
+                        key: statistics.median(r[key] for r in mine)
+                        for key in (
+                            "agent_steps_per_second",
+                            "agent_steps_per_cpu_second",
+                            "peak_rss",
+                            "replay_allocated_bytes",
+                            "replay_bytes_per_transition",
+                        )
+                        if all(key in r for r in mine)
+                    },
+                )
         pairs = [("qzoo", other) for other in peers if other != "qzoo"]
         pairs += [(mine, other) for mine in (*VARIANTS, "qzoo_before")
                   for other in peers if not other.startswith("qzoo")]  # fmt: skip
@@ -291,7 +304,7 @@ def parent(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--envs", default="pong,cartpole")
     parser.add_argument("--peers", default=",".join(PEERS))
     parser.add_argument("--rounds", type=int, default=3)

@@ -11,15 +11,15 @@ agent steps per second, updates per second, the process's peak RSS) and the medi
 ratio of PQN's frames per second to DQN's over the rounds (the order alternates).
 """
 
-import argparse
 import csv
-import json
 import os
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+
+from harness import emit, new_parser
 
 ONLY_TRAINING = ["--eval-frames", "1024", "--eval-episodes", "0", "--no-tensorboard",
                  "--progress", "false"]  # fmt: skip
@@ -48,7 +48,7 @@ def run(agent, env, frames, threads, work):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--env", default="pong")
     parser.add_argument("--frames", type=int, default=65_536)
     parser.add_argument("--threads", type=int, default=2)
@@ -61,12 +61,19 @@ def main():
             rates = {}
             for agent in order:
                 line = run(agent, args.env, args.frames, args.threads, work)
-                print(json.dumps({**line, "round": round_}), flush=True)
+                emit({**line, "round": round_})
                 rates[agent] = line["frames_per_second"]
             ratios.append(rates["pqn"] / rates["dqn"])
-    print(json.dumps({"name": "pqn_frames_per_second_vs_dqn", "env": args.env,
-                      "value": statistics.median(ratios), "unit": "ratio",
-                      "rounds": args.rounds, "threads": args.threads}))  # fmt: skip
+    emit(
+        {
+            "name": "pqn_frames_per_second_vs_dqn",
+            "env": args.env,
+            "value": statistics.median(ratios),
+            "unit": "ratio",
+            "rounds": args.rounds,
+            "threads": args.threads,
+        }
+    )
 
 
 if __name__ == "__main__":

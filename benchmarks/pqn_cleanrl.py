@@ -15,14 +15,14 @@ run with that logging line changed, and nothing else. Prints a JSON line per pro
 10% of the steps) and qzoo's ratios to CleanRL.
 """
 
-import argparse
 import csv
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+
+from harness import emit, new_parser
 
 FINAL_INFO = """            if "final_info" in infos:
                 for info in infos["final_info"]:
@@ -75,7 +75,7 @@ def qzoo(steps, seed, work):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--cleanrl", default=os.environ.get("QZOO_CLEANRL", ""))
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--steps", type=int, default=500_000)
@@ -83,12 +83,17 @@ def main():
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="qzoo-pqn-cleanrl-") as work:
         theirs = cleanrl(args.cleanrl, args.python, args.steps, args.seed, work)
-        print(json.dumps(theirs), flush=True)
+        emit(theirs)
         ours = qzoo(args.steps, args.seed, work)
-        print(json.dumps(ours), flush=True)
-    print(json.dumps({"name": "qzoo_pqn_vs_cleanrl", "env": "CartPole-v1",
-                      "steps_per_second_ratio": ours["steps_per_second"] / theirs["steps_per_second"],
-                      "return_ratio": ours["last_10pct_mean_return"] / theirs["last_10pct_mean_return"]}))  # fmt: skip
+        emit(ours)
+    emit(
+        {
+            "name": "qzoo_pqn_vs_cleanrl",
+            "env": "CartPole-v1",
+            "steps_per_second_ratio": ours["steps_per_second"] / theirs["steps_per_second"],
+            "return_ratio": ours["last_10pct_mean_return"] / theirs["last_10pct_mean_return"],
+        }
+    )
 
 
 if __name__ == "__main__":

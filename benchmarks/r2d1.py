@@ -11,13 +11,13 @@ sequences: 40 burn-in + 80 trained + 5 n-step steps, states every 40 rows, LSTM 
     PYTHONPATH=$PWD python benchmarks/r2d1.py --batch-size 32 --updates 3 --device cpu
 """
 
-import argparse
-import json
 import platform
 import time
 
 import numpy as np
 import torch
+from harness import emit_value as emit
+from harness import new_parser
 
 from qzoo.acting.recurrent_policy import RecurrentInfo
 from qzoo.configuration import make_config
@@ -28,12 +28,8 @@ from qzoo.replay.factory import make_sequence_replay
 from qzoo.replay.frames import bytes_per_transition, observation_shape
 
 
-def emit(name, value, unit, **context):
-    print(json.dumps({"name": name, "value": value, "unit": unit, **context}), flush=True)
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--capacity", type=int, default=50_000)
     parser.add_argument("--num-envs", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -66,9 +62,14 @@ def main():
     add_seconds = time.perf_counter() - started
     arrays = (storage.frames, *storage.row_arrays, storage.states)
     held = storage.num_rows * n
-    emit("r2d1_replay_bytes_per_transition", sum(a.nbytes for a in arrays) / held, "bytes",
-         formula=storage.bytes_per_transition,
-         frame_storage=bytes_per_transition((84, 84), np.uint8, 6), **context)  # fmt: skip
+    emit(
+        "r2d1_replay_bytes_per_transition",
+        sum(a.nbytes for a in arrays) / held,
+        "bytes",
+        formula=storage.bytes_per_transition,
+        frame_storage=bytes_per_transition((84, 84), np.uint8, 6),
+        **context,
+    )
     steps = config.burn_in_steps + config.sequence_steps + config.n_steps
     rebuilt = steps * int(np.prod(observation_shape((84, 84), 4)))
     emit(

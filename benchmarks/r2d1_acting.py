@@ -10,13 +10,12 @@ Each line: env, environments, path, round, steps per second (one step = all the
 environments' actions).
 """
 
-import argparse
-import json
 import platform
 import time
 
 import numpy as np
 import torch
+from harness import emit, new_parser
 
 from qzoo import envs
 from qzoo.acting.recurrent_policy import RecurrentPolicy
@@ -44,7 +43,7 @@ def steps_per_second(policy, obs, seconds):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--env", default="pong")
     parser.add_argument("--num-envs", type=int, nargs="+", default=[1, 4, 32])
     parser.add_argument("--rounds", type=int, default=3)
@@ -65,10 +64,19 @@ def main():
             for path, method in (("lstm_cell", cell), ("nn.LSTM", _nn_lstm)):
                 RecurrentNetwork._cell = method
                 rate = steps_per_second(RecurrentPolicy(network, n), obs, args.seconds)
-                print(json.dumps({"name": "r2d1_acting_steps_per_second", "env": args.env,
-                                  "num_envs": n, "path": path, "round": round_, "value": rate,
-                                  "lstm_size": config.lstm_size, "torch": torch.__version__,
-                                  "machine": platform.node()}), flush=True)  # fmt: skip
+                emit(
+                    {
+                        "name": "r2d1_acting_steps_per_second",
+                        "env": args.env,
+                        "num_envs": n,
+                        "path": path,
+                        "round": round_,
+                        "value": rate,
+                        "lstm_size": config.lstm_size,
+                        "torch": torch.__version__,
+                        "machine": platform.node(),
+                    }
+                )
     RecurrentNetwork._cell = cell
 
 

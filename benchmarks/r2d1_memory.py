@@ -7,13 +7,14 @@ with `qzoo plot`.
     PYTHONPATH=$PWD python benchmarks/r2d1_memory.py --iterations 10 --train-frames 4000
 """
 
-import argparse
 import json
 import os
 import sys
 import time
 
 import torch
+from harness import emit as record
+from harness import new_parser
 
 from qzoo.configuration import build_config
 from qzoo.envs.memory import STATELESS_CARTPOLE
@@ -46,7 +47,7 @@ def curve(agent, iterations, train_frames, eval_frames, seed, extra=None, on_row
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--train-frames", type=int, default=4000)
     parser.add_argument("--eval-frames", type=int, default=2000)
@@ -74,7 +75,7 @@ def main():
                         "train_loss": row["train_loss"], "train_mean_q": row["train_mean_q"],
                         "seconds": round(time.perf_counter() - started, 1),
                         "cpu_seconds": round(time.process_time() - cpu, 1)}  # fmt: skip
-                print(json.dumps(line), flush=True)
+                record(line)
                 lines.append(row)
 
             config, _ = curve(agent, args.iterations, args.train_frames, args.eval_frames, seed,

@@ -20,20 +20,17 @@ machine's load falls on all of them alike:
 Each line carries the load average at its end.
 """
 
-import argparse
-import json
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import emit_value, new_parser
 from offline import write_dataset  # benchmarks/offline.py
 
 
 def emit(name, value, unit, **configuration):
-    load = os.getloadavg()[0]
-    print(json.dumps({"name": name, "value": value, "unit": unit, "load": load,
-                      **configuration}), flush=True)  # fmt: skip
+    emit_value(name, value, unit, load=os.getloadavg()[0], **configuration)
 
 
 def build(folder, shards):
@@ -66,7 +63,7 @@ def sample_rate(trainer, seconds):
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = new_parser(__doc__)
     parser.add_argument("--folder", required=True)
     parser.add_argument("--transitions", type=int, default=200_000)
     parser.add_argument("--checkpoint-rows", type=int, default=100_000)

@@ -21,8 +21,6 @@ frame, action, reward, flags, priority per transition) and the bytes of each wei
 publication. Scaling efficiency = frames/s with N actors / (N x frames/s with one).
 """
 
-import argparse
-import json
 import os
 import platform
 import time
@@ -30,6 +28,7 @@ import time
 import numpy as np
 import ray
 import torch
+from harness import emit, new_parser
 
 from qzoo import envs
 from qzoo.configuration import build_config
@@ -98,7 +97,7 @@ def measure(args, actors):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--agent", default="dqn")
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4, 8])
@@ -113,7 +112,7 @@ def main():
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
     for actors in args.actors:
-        print(json.dumps(measure(args, actors)), flush=True)
+        emit(measure(args, actors))
 
 
 if __name__ == "__main__":

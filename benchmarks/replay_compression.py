@@ -21,18 +21,18 @@ sampler; `replay_ratio_bound_if_decode_only` is the ratio the codec would reach 
 decoding were its only cost above the uncompressed batch's (none / (none + decode)).
 """
 
-import argparse
 import statistics
 import time
 
 import numpy as np
+from harness import emit_value as emit
+from harness import new_parser
 
 from qzoo.run import allocator
 from qzoo.run.bench import (
     _machine,
     batches_per_second,
     bench_storage,
-    emit,
     fill,
     play_rows,
     replay_bytes,
@@ -66,7 +66,7 @@ def decode_seconds(replay, batch_size, batches=200):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--games", default="pong,breakout,seaquest,space_invaders")
     parser.add_argument("--codecs", default="none,lz4,zstd")
     parser.add_argument("--capacity", type=int, default=100_000)
@@ -93,28 +93,59 @@ def main():
         for codec, replay, seconds in zip(codecs, replays, add_seconds):
             described = {"env": game, "replay_compression": codec, "capacity": args.capacity,
                          "batch_size": args.batch_size, "rounds": args.rounds, **_machine()}  # fmt: skip
-            emit("replay_bytes_per_transition", replay_bytes(replay) / replay.size, "bytes",
-                 **described)  # fmt: skip
+            emit(
+                "replay_bytes_per_transition",
+                replay_bytes(replay) / replay.size,
+                "bytes",
+                **described,
+            )
             emit("replay_adds_per_second", replay.size / seconds, "transitions/s", **described)
-            emit("replay_batches_per_second", statistics.median(rates[codec]), "batches/s",
-                 rounds_values=[round(r, 1) for r in rates[codec]], **described)  # fmt: skip
+            emit(
+                "replay_batches_per_second",
+                statistics.median(rates[codec]),
+                "batches/s",
+                rounds_values=[round(r, 1) for r in rates[codec]],
+                **described,
+            )
             if "none" in rates:
                 ratios = [a / b for a, b in zip(rates[codec], rates["none"])]
-                emit("replay_batches_per_second_ratio", statistics.median(ratios),
-                     "x uncompressed", **described)  # fmt: skip
-            emit("replay_batch_us", 1e6 * statistics.median(batch[codec]), "us",
-                 rounds_values=[round(1e6 * d, 1) for d in batch[codec]], **described)  # fmt: skip
+                emit(
+                    "replay_batches_per_second_ratio",
+                    statistics.median(ratios),
+                    "x uncompressed",
+                    **described,
+                )
+            emit(
+                "replay_batch_us",
+                1e6 * statistics.median(batch[codec]),
+                "us",
+                rounds_values=[round(1e6 * d, 1) for d in batch[codec]],
+                **described,
+            )
             if "none" in batch:
                 ratios = [b / a for a, b in zip(batch[codec], batch["none"])]
-                emit("replay_batch_us_ratio", statistics.median(ratios), "x uncompressed",
-                     **described)  # fmt: skip
+                emit(
+                    "replay_batch_us_ratio",
+                    statistics.median(ratios),
+                    "x uncompressed",
+                    **described,
+                )
             if codec in decode:
-                emit("replay_decode_us_per_batch", 1e6 * statistics.median(decode[codec]), "us",
-                     rounds_values=[round(1e6 * d, 1) for d in decode[codec]], **described)  # fmt: skip
+                emit(
+                    "replay_decode_us_per_batch",
+                    1e6 * statistics.median(decode[codec]),
+                    "us",
+                    rounds_values=[round(1e6 * d, 1) for d in decode[codec]],
+                    **described,
+                )
             if codec in decode and "none" in batch:
                 bounds = [b / (b + d) for d, b in zip(decode[codec], batch["none"])]
-                emit("replay_ratio_bound_if_decode_only", statistics.median(bounds),
-                     "x uncompressed", **described)  # fmt: skip
+                emit(
+                    "replay_ratio_bound_if_decode_only",
+                    statistics.median(bounds),
+                    "x uncompressed",
+                    **described,
+                )
 
 
 if __name__ == "__main__":

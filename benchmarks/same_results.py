@@ -16,7 +16,6 @@ by one version, read by another). The same
 seed on the same machine and PyTorch gives the same rows (tests/ check this per part).
 """
 
-import argparse
 import csv
 import json
 import os
@@ -24,6 +23,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+from harness import new_parser
 
 WALL_CLOCK = {
     "eval_frame_rate",
@@ -252,8 +253,8 @@ def compare(before, after):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="same_results.jsonl")
+    # --out FILE: here the records themselves, rows and all (rewritten, not appended).
+    parser = new_parser(__doc__, default_out="same_results.jsonl")
     parser.add_argument("--work", default="")
     parser.add_argument("--only", default="")
     parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))

@@ -15,9 +15,7 @@ over the steps), learner_target_copy, loop_other (the rest of the phase). Run it
 PYTHONPATH pointing at the source tree to time (e.g. an older commit's).
 """
 
-import argparse
 import collections
-import json
 import os
 import sys
 import time
@@ -30,12 +28,13 @@ from qzoo.run import threads as qzoo_threads
 from qzoo.run.trainer import Trainer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import emit, new_parser
 from peers import qzoo_options  # benchmarks/ is not a package
 from timing import timed
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--env", choices=("cartpole", "pong"), default="cartpole")
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--warmup", type=int, default=10_000)
@@ -91,9 +90,8 @@ def main():
               "steps": args.steps,
               "load_average": os.getloadavg()[0]}  # fmt: skip
     for part, value in seconds.most_common():
-        print(json.dumps({"name": "step_part", "part": part,
-                          "us_per_step": value / args.steps * 1e6, **common}))  # fmt: skip
-    print(json.dumps({"name": "step_total", "us_per_step": total / args.steps * 1e6, **common}))
+        emit({"name": "step_part", "part": part, "us_per_step": value / args.steps * 1e6, **common})
+    emit({"name": "step_total", "us_per_step": total / args.steps * 1e6, **common})
 
 
 if __name__ == "__main__":

@@ -10,11 +10,12 @@ checkout, so `import qzoo` takes its code. Prints each run's agent steps/s, then
 case the median of each checkout and the median of the per-round ratios after/before.
 """
 
-import argparse
 import json
 import statistics
 import subprocess
 import sys
+
+from harness import emit, new_parser
 
 CASES = {
     "pong": ["--agent", "dqn", "--env", "pong", "--frames", "4000",
@@ -35,7 +36,7 @@ def steps_per_second(tree, case, extra):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--before", required=True)
     parser.add_argument("--after", required=True)
     parser.add_argument("--rounds", type=int, default=5)
@@ -50,15 +51,28 @@ def main():
             for tree in order:
                 rate = steps_per_second(getattr(args, tree), case, extra)
                 rates[case, tree].append(rate)
-                print(json.dumps({"name": "agent_steps_per_second", "case": case, "tree": tree,
-                                  "round": r, "value": rate}), flush=True)  # fmt: skip
+                emit(
+                    {
+                        "name": "agent_steps_per_second",
+                        "case": case,
+                        "tree": tree,
+                        "round": r,
+                        "value": rate,
+                    }
+                )
     for case in cases:
         before, after = rates[case, "before"], rates[case, "after"]
         ratios = [a / b for a, b in zip(after, before, strict=True)]
-        print(json.dumps({"name": "after_over_before", "case": case,
-                          "value": statistics.median(ratios), "ratios": ratios,
-                          "before_median": statistics.median(before),
-                          "after_median": statistics.median(after)}), flush=True)  # fmt: skip
+        emit(
+            {
+                "name": "after_over_before",
+                "case": case,
+                "value": statistics.median(ratios),
+                "ratios": ratios,
+                "before_median": statistics.median(before),
+                "after_median": statistics.median(after),
+            }
+        )
 
 
 if __name__ == "__main__":

@@ -14,13 +14,12 @@ or loading PyTorch's on-disk kernel cache). `update_ratio` is plain / variant; t
 mean losses of both over the timed updates are printed too.
 """
 
-import argparse
 import copy
-import json
 import os
 import time
 
 import torch
+from harness import emit, new_parser
 
 from qzoo.configuration import build_config
 from qzoo.run import threads as qzoo_threads
@@ -62,7 +61,7 @@ def per_update(learner, batch, updates, device):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = new_parser(__doc__)
     parser.add_argument("--agents", default="dqn,prioritized,c51,qrdqn,iqn,rainbow")
     parser.add_argument("--variant", choices=tuple(VARIANTS), default="compile")
     parser.add_argument("--env", default="CartPole-v1")
@@ -85,16 +84,25 @@ def main():
             eager.learner.pop_statistics(), compiled.learner.pop_statistics()
             us_eager = per_update(eager.learner, batch, args.updates, args.device)
             us_compiled = per_update(compiled.learner, batch, args.updates, args.device)
-            print(json.dumps({
-                "name": "update_variant", "agent": agent, "variant": args.variant,
-                "env": args.env, "device": args.device, "round": round_,
-                "batch_size": eager.config.batch_size, "plain_us": us_eager,
-                "variant_us": us_compiled, "update_ratio": us_eager / us_compiled,
-                "plain_loss": eager.learner.pop_statistics()["loss"],
-                "variant_loss": compiled.learner.pop_statistics()["loss"],
-                "first_update_seconds": compile_seconds, "threads": args.threads,
-                "load_average": os.getloadavg()[0],
-            }), flush=True)  # fmt: skip
+            emit(
+                {
+                    "name": "update_variant",
+                    "agent": agent,
+                    "variant": args.variant,
+                    "env": args.env,
+                    "device": args.device,
+                    "round": round_,
+                    "batch_size": eager.config.batch_size,
+                    "plain_us": us_eager,
+                    "variant_us": us_compiled,
+                    "update_ratio": us_eager / us_compiled,
+                    "plain_loss": eager.learner.pop_statistics()["loss"],
+                    "variant_loss": compiled.learner.pop_statistics()["loss"],
+                    "first_update_seconds": compile_seconds,
+                    "threads": args.threads,
+                    "load_average": os.getloadavg()[0],
+                }
+            )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,133 @@
+"""The docs' benchmark tables, written from the results kept under benchmarks/results/.
+
+    python benchmarks/tables.py            # rewrite every generated table in docs/
+    python benchmarks/tables.py --check    # exit 1, naming them, if any is out of date
+
+A generated table sits in a docs page between two markers,
+
+    <!-- table NAME (python benchmarks/tables.py, from benchmarks/results/...) -->
+
+    | ... |
+
+    <!-- end table -->
+
+and NAME is one of TABLES: a function from the results files to the table's lines. A
+figure that a benchmark measured thus lives once, in its results file (the JSON lines of
+a script's `--out`, or a run's results.csv), and the page cannot drift from it; the prose
+around a table stays hand-written. The test suite runs `--check`.
+"""
+
+import csv
+import glob
+import os
+import re
+import sys
+
+from harness import new_parser, read
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+PAGES = ("docs/benchmarks.md", "docs/pqn.md", "docs/atari100k.md")
+BLOCK = re.compile(r"(<!-- table (\S+) [^\n]*-->\n)(.*?)(<!-- end table -->)", re.DOTALL)
+
+
+def _lines(name):
+    return read(os.path.join(RESULTS, name))
+
+
+def _number(value, digits=0):
+    return f"{value:,.{digits}f}"
+
+
+def pqn_vs_dqn():
+    """PQN's and DQN's training frames per second per env (benchmarks/pqn.py)."""
+    out = ["| env | PQN frames/s | DQN frames/s | PQN / DQN | PQN updates/s | DQN updates/s |",
+           "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for path in sorted(glob.glob(os.path.join(RESULTS, "pqn", "vs_dqn_*.jsonl"))):
+        runs = {r["agent"]: r for r in read(path) if r["name"] == "pqn_vs_dqn_run"}
+        ratio = next(r["value"] for r in read(path) if r["name"] == "pqn_frames_per_second_vs_dqn")
+        pqn, dqn = runs["pqn"], runs["dqn"]
+        out.append(
+            f"| {pqn['env']} | {_number(pqn['frames_per_second'])} "
+            f"| {_number(dqn['frames_per_second'])} | {ratio:.1f} "
+            f"| {_number(pqn['updates_per_second'], 1)} | {_number(dqn['updates_per_second'], 1)} |"
+        )
+    return out
+
+
+def pqn_vs_cleanrl():
+    """qzoo's PQN next to CleanRL's pqn.py on CartPole (benchmarks/pqn_cleanrl.py)."""
+    lines = _lines(os.path.join("pqn", "vs_cleanrl_cartpole.jsonl"))
+    by = {r.get("program", r.get("name")): r for r in lines}
+    theirs, ours = by["cleanrl_pqn"], by["qzoo_pqn"]
+    ratio = by["qzoo_pqn_vs_cleanrl"]
+    episodes = _number(theirs["episodes"])
+    return [
+        "| program | agent steps/s (training) | mean training return, last 10% of steps |",
+        "|---|---:|---:|",
+        f"| CleanRL pqn.py | {_number(theirs['steps_per_second'])} "
+        + f"| {theirs['last_10pct_mean_return']:.1f} ({episodes} episodes in all) |",
+        f"| qzoo `pqn` | {_number(ours['steps_per_second'])} | {ours['last_10pct_mean_return']:.1f} |",
+        f"| qzoo / CleanRL | {ratio['steps_per_second_ratio']:.2f} | {ratio['return_ratio']:.2f} |",
+    ]
+
+
+def pqn_atari_curve():
+    """PQN's short Atari run, iteration by iteration (benchmarks/pqn_atari.py)."""
+    out = ["| run | iteration | frames | training return | epsilon | evaluation return | frames/s |",
+           "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for path in sorted(glob.glob(os.path.join(RESULTS, "pqn_atari", "*", "results.csv"))):
+        run = os.path.basename(os.path.dirname(path))
+        with open(path, newline="") as f:
+            for row in list(csv.DictReader(f))[1:]:
+                ret, evaluation = float(row["train_episode_return"]), row["eval_episode_return"]
+                shown = "" if evaluation in ("", "nan") else f"{float(evaluation):.1f}"
+                out.append(
+                    f"| {run} | {row['iteration']} | {_number(int(row['frame']))} | {ret:.1f} "
+                    f"| {float(row['train_exploration_epsilon']):.3f} | {shown} "
+                    f"| {_number(float(row['train_frame_rate']))} |"
+                )
+    return out
+
+
+TABLES = {"pqn_vs_dqn": pqn_vs_dqn, "pqn_vs_cleanrl": pqn_vs_cleanrl,
+          "pqn_atari_curve": pqn_atari_curve}  # fmt: skip
+
+
+def rewrite(text, page):
+    """`text` with every generated table written anew; ValueError for an unknown NAME."""
+
+    def table(match):
+        name = match.group(2)
+        if name not in TABLES:
+            raise ValueError(f"{page}: unknown table {name!r}; known: {', '.join(TABLES)}")
+        # Blank lines around the table: Markdown ends an HTML block (the marker) at one.
+        return match.group(1) + "\n" + "\n".join(TABLES[name]()) + "\n\n" + match.group(4)
+
+    return BLOCK.sub(table, text)
+
+
+def main():
+    options = new_parser(__doc__)
+    options.add_argument("--check", action="store_true", help="change nothing; exit 1 if stale")
+    args = options.parse_args()
+    stale = []
+    for page in PAGES:
+        path = os.path.join(ROOT, page)
+        with open(path) as f:
+            text = f.read()
+        new = rewrite(text, page)
+        if new != text:
+            stale.append(page)
+            if not args.check:
+                with open(path + ".tmp", "w") as f:
+                    f.write(new)
+                os.replace(path + ".tmp", path)
+    if stale:
+        verb = "out of date" if args.check else "rewritten"
+        print(f"tables {verb} in: {', '.join(stale)}", file=sys.stderr)
+    return 1 if stale and args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
