@@ -43,8 +43,9 @@ class _LockedPolicy(Policy):
     copies them out; for a compiled update (its optimizer steps inside the graph) and
     for lockstep runs (which need exactly the published update's weights)."""
 
-    def __init__(self, network, tau_samples, deep_exploration=None, source=None):
-        super().__init__(network, tau_samples, deep_exploration)
+    def __init__(self, network, settings, source=None):
+        """`settings`: how it acts (Policy.settings of the policy it stands in for)."""
+        super().__init__(network, **settings)
         self._source = source
         self.lock = threading.Lock()
         self._staged, self._fresh = None, False
@@ -147,8 +148,8 @@ class AsyncDriver(SerialDriver):
         pulled = (learner.step_lock is not None and not config.deterministic
                   and learner.device.type != "cuda")  # fmt: skip
         source = (learner.online, learner.step_lock) if pulled else None
-        self.actor_policy = _LockedPolicy(network, config.tau_samples_policy,
-                                          policy.deep_exploration, source)  # fmt: skip
+        # The factory's policy, acting on the actor's copy of the network.
+        self.actor_policy = _LockedPolicy(network, policy.settings(), source)
         super().__init__(**serial_parts(parts, self.actor_policy, evaluation))
         self.parts, self.config = parts, config
         self.gate = None

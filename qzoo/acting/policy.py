@@ -41,6 +41,13 @@ class Policy:
             self._host = HostMlp.of(network)
         self._starts: np.ndarray | None = None  # episode starts told by `observe`
 
+    def settings(self) -> dict:
+        """How this policy acts, its network aside: a policy acting the same way on
+        another network (an actor's copy) is built from them, `Policy(copy,
+        **policy.settings())`, rather than from the config a second time."""
+        return {"tau_samples": self.tau_samples or 0, "deep_exploration": self.deep_exploration,
+                "noise": self.noise}  # fmt: skip
+
     def load_weights(self, state_dict: dict) -> None:
         self.network.load_state_dict(state_dict)
 

@@ -102,8 +102,7 @@ class _Spec:
     info: object
     observation_shape: tuple  # the network is built from the config, its weights shared
     device: str
-    tau_samples: int
-    deep_exploration: str | None
+    policy_settings: dict  # Policy.settings of the factory's policy
     train_epsilon: object
     stream: dict
     frame_t: int
@@ -128,7 +127,7 @@ def _act_started(spec, num_frames, cores, conn):
         # the weights published at the phase start, whole, before the first action.
         network = make_network(spec.config, spec.info, spec.observation_shape)
         network = network.to(spec.device).requires_grad_(False)
-        policy = ProcessPolicy(network, spec.tau_samples, spec.deep_exploration, spec.weights)
+        policy = ProcessPolicy(network, spec.policy_settings, spec.weights)
         while (seen := spec.weights.read_into(policy, -1)) == -1:
             time.sleep(NAP)  # a copy in progress: not a busy spin beside the learner
         policy.seen = seen
@@ -189,8 +188,8 @@ class ProcessDriver(AsyncDriver):
         self.ring = Ring(self._ctx, config.num_envs, info.frame_shape, info.frame_dtype)
         self.weights = SharedWeights(self._ctx, learner.online)
         network = copy.deepcopy(learner.online).requires_grad_(False)
-        actor_policy = ProcessPolicy(network, config.tau_samples_policy,
-                                     policy.deep_exploration, self.weights)  # fmt: skip
+        # The factory's policy, acting on the actor's copy of the network.
+        actor_policy = ProcessPolicy(network, policy.settings(), self.weights)
         SerialDriver.__init__(self, **serial_parts(parts, actor_policy, evaluation,
                                                    _actor_class(config),
                                                    batches=bool(config.env_batch_size)))  # fmt: skip
@@ -320,8 +319,7 @@ def _start(driver, num_frames, cores):
     parts, policy = driver.parts, driver.actor.policy
     shape = observation_shape(parts.info.frame_shape, parts.config.frame_stack)
     spec = _Spec(parts.config, parts.info, shape,
-                 str(parts.learner.device), parts.config.tau_samples_policy,
-                 policy.deep_exploration, parts.train_epsilon,
+                 str(parts.learner.device), policy.settings(), parts.train_epsilon,
                  parts.streams.actor.state_dict(), driver.updates.frame_t, driver.weights,
                  driver.ring)  # fmt: skip
     ctx = driver._ctx

@@ -252,8 +252,9 @@ class ProcessPolicy(Policy):
     """The actor's policy: its own network copy, refreshed from `SharedWeights` at
     each call."""
 
-    def __init__(self, network, tau_samples, deep_exploration, weights):
-        super().__init__(network, tau_samples, deep_exploration)
+    def __init__(self, network, settings, weights):
+        """`settings`: how it acts (Policy.settings of the policy it stands in for)."""
+        super().__init__(network, **settings)
         self.weights, self.seen = weights, -1
 
     def __call__(self, *args, **kwargs):

@@ -81,7 +81,7 @@ def published():
     online = make_network(config, envs.describe(config), (4,))
     actor = make_network(config, envs.describe(config), (4,)).requires_grad_(False)
     weights = process_channels.SharedWeights(multiprocessing.get_context("fork"), online)
-    policy = process_channels.ProcessPolicy(actor, 1, None, weights)
+    policy = process_channels.ProcessPolicy(actor, {"tau_samples": 1}, weights)
     with torch.no_grad():
         for p in online.parameters():
             p.add_(1.0)

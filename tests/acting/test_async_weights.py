@@ -12,6 +12,7 @@ import torch
 from qzoo import envs
 from qzoo.acting import pinning
 from qzoo.acting.asynchronous import AsyncDriver, _LockedPolicy
+from qzoo.acting.policy import Policy
 from qzoo.configuration import make_config
 from qzoo.networks.network import make_network
 from qzoo.run import threads
@@ -43,7 +44,7 @@ def step(online, by=1.0):
 
 def test_staged_the_actor_takes_the_published_weights_at_its_next_action_and_only_those():
     online, actor = networks()
-    policy = _LockedPolicy(actor, 1)
+    policy = _LockedPolicy(actor, {"tau_samples": 1})
     policy.publish(online)
     published = {k: v.clone() for k, v in online.state_dict().items()}
     step(online)  # the learner's next update, not published
@@ -57,7 +58,7 @@ def test_staged_the_actor_takes_the_published_weights_at_its_next_action_and_onl
 def test_pulled_the_actor_copies_the_newest_weights_and_never_during_a_step():
     online, actor = networks()
     step_lock = threading.Lock()
-    policy = _LockedPolicy(actor, 1, source=(online, step_lock))
+    policy = _LockedPolicy(actor, {"tau_samples": 1}, source=(online, step_lock))
     policy.publish(online)  # only a flag: nothing copied in the learner's thread
     assert not same(actor, online)
     step(online)  # a later update than the published one: the actor gets it too
@@ -185,3 +186,36 @@ def test_pin_threads_means_one_pytorch_thread_whatever_the_machine(monkeypatch):
     assert threads.auto_threads(make_config("dqn", "pong", "atari", pong), "atari", False) == 4
     pinned = make_config("dqn", "pong", "atari", {**pong, "pin_threads": True})
     assert pinned.threads == 0 and threads.auto_threads(pinned, "atari", False) == 1
+
+
+@pytest.mark.parametrize("agent, options", [
+    ("rem", {"deep_exploration": True}),  # each episode on a random mixture of heads
+    ("iqn", {"tau_samples_policy": 7}),  # acts on the mean over 7 sampled taus
+])  # fmt: skip
+@pytest.mark.parametrize("process", [False, True])
+def test_async_actors_act_as_the_policy_the_factory_built_on_a_copy_of_the_network(
+    agent, options, process, monkeypatch
+):
+    from qzoo.run import factory
+    from qzoo.run.trainer import Trainer
+
+    made = factory._policies
+
+    def noiseless(config, learner):  # a choice that only the factory's policy holds
+        policy, evaluation = made(config, learner)
+        policy.noise = False
+        return policy, evaluation
+
+    monkeypatch.setattr(factory, "_policies", noiseless)
+
+    base = {"replay_capacity": 10_000, "threads": 1, **options}
+    serial = Trainer(make_config(agent, "CartPole-v1", "gym", base))
+    built = serial.driver.actor.policy  # the factory's policy, acting on the online network
+    assert built.network is serial.learner.online
+    asynchronous = Trainer(make_config(agent, "CartPole-v1", "gym",
+                                       {**base, "acting": "async", "actor_process": process}))  # fmt: skip
+    actor = asynchronous.driver.actor.policy
+    assert actor.settings() == built.settings() != Policy(built.network, 0).settings()
+    assert actor.noise is False
+    assert actor.network is not asynchronous.learner.online
+    assert type(actor).__name__ == ("ProcessPolicy" if process else "_LockedPolicy")
