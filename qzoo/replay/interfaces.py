@@ -24,6 +24,20 @@ class Storage(Protocol):
 
     def can_sample(self) -> bool: ...
 
+    def oldest(self) -> int:
+        """The oldest row still stored (samplers count ages from it)."""
+        ...
+
+    def window(self) -> tuple[int, int]:
+        """(low, high): the rows at ages low..high-1 after `oldest()` have the history
+        and the future a transition needs; samplers draw rows from that window."""
+        ...
+
+    def can_start(self, t: Any, b: Any) -> Any:
+        """Whether rows `t` of columns `b` may start a transition at all (the
+        prioritized samplers give the others no priority)."""
+        ...
+
     def valid(self, t: Any, b: Any) -> Any:
         """Whether transitions start at rows `t` of columns `b`."""
         ...
