@@ -22,8 +22,7 @@ import torch
 from qzoo.acting.recurrent_policy import RecurrentInfo, RecurrentPolicy
 from qzoo.distributed.shards import ROW_FIELDS, ReplayShard
 from qzoo.distributed.workers import ActorWorker, EvalWorker, stack_rows
-from qzoo.replay.batch import Row
-from qzoo.replay.sequences import SequenceBatch
+from qzoo.replay.batch import Row, SequenceBatch
 
 
 def worker_classes(config):

@@ -13,6 +13,7 @@ resident set stays bounded whatever the dataset's size, where batch_rl holds its
 loaded checkpoints in RAM."""
 
 import mmap
+from typing import Any
 
 import numpy as np
 
@@ -89,29 +90,29 @@ class DatasetStorage:
         self.readahead = True
 
     @property
-    def size(self):
+    def size(self) -> int:
         """Rows that hold data, over all columns (what a sampler normalizes by)."""
         return int(np.minimum(self.add_counts, self.num_rows).sum())
 
     # -- what the samplers use -------------------------------------------------------
-    def oldest(self):
+    def oldest(self) -> int:
         return 0
 
-    def window(self):
+    def window(self) -> tuple[int, int]:
         """Every row may be drawn; `valid` applies each column's own range."""
         return 0, self.num_rows
 
-    def can_sample(self):
+    def can_sample(self) -> bool:
         # Asked before every update: the count (a pass over every row) is made once.
         return self.valid_count() > 0
 
     def in_window(self, t):
         return np.ones(np.shape(t), bool)
 
-    def can_start(self, t, b):
+    def can_start(self, t: Any, b: Any) -> Any:
         return self.valid(t, b)
 
-    def valid(self, t, b):
+    def valid(self, t: Any, b: Any) -> Any:
         """Dopamine's `is_valid_transition` for rows `t` of checkpoints `b`."""
         t, b = np.asarray(t), np.asarray(b)
         C, K, n = self.num_rows, self.stack, self.n_steps
@@ -162,7 +163,7 @@ class DatasetStorage:
             terminal |= ends
         return reward, terminal, length
 
-    def gather(self, t, b):
+    def gather(self, t: Any, b: Any) -> Batch:
         """The `Batch` of transitions starting at rows `t` of checkpoints `b`."""
         t, b = np.asarray(t), np.asarray(b)
         r_t, terminal, length = self.returns(t, b)
@@ -190,11 +191,11 @@ class DatasetStorage:
         release(self._maps)
         self._frames_read = 0
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         """A dataset is read-only: a checkpoint needs nothing of it."""
         return {}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         pass
 
 

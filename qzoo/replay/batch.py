@@ -50,6 +50,39 @@ class Batch(NamedTuple):
         return to_device(self, device)
 
 
+class SequenceBatch(NamedTuple):
+    """A batch of B sequences, time-major (S = W + T + n replayed steps):
+
+    frames [S + stack - 1, B, *frame]: each frame once (stacks are built on the device by
+    `stacked_observations`); frame_mask [S, B, stack]: False where a stacked frame
+    predates its episode (blank); prev_action [S, B] (-1: none, at episode starts) and
+    prev_reward [S, B]: the recurrent inputs; action, r_t, discount_t [T, B]: the trained
+    steps' actions and n-step returns (discount_t holds gamma^k, 0 after termination);
+    bootstrap [T, B]: index of each target's observation in the steps from W on;
+    transition [T, B]: whether each trained row starts a transition; zero_state [B]: an
+    episode began inside the burn-in; state [1, B, 2, H]: the stored (h, c) at the start;
+    weights [B] (prioritized) and indices (points, columns) for priority updates.
+    """
+
+    frames: np.ndarray
+    frame_mask: np.ndarray
+    prev_action: np.ndarray
+    prev_reward: np.ndarray
+    action: np.ndarray
+    r_t: np.ndarray
+    discount_t: np.ndarray
+    bootstrap: np.ndarray
+    transition: np.ndarray
+    zero_state: np.ndarray
+    state: np.ndarray
+    weights: np.ndarray | None = None
+    indices: tuple | None = None
+
+    def to(self, device):
+        """The same batch as tensors on `device` (indices stay on the host)."""
+        return to_device(self, device)
+
+
 def to_device(batch, device):
     """A NamedTuple batch with its arrays as tensors on `device`; `indices` (replay
     slots, for priority updates) stay on the host, None fields stay None."""

@@ -14,9 +14,12 @@ in `Arena` chunks, written and freed first in, first out, so that a checkpoint s
 the chunks as they are (views, no copy: run/checkpoint.py streams them) and nothing is
 pickled."""
 
+from typing import Any
+
 import numpy as np
 
 from qzoo.replay.arena import Arena
+from qzoo.replay.batch import Batch
 from qzoo.replay.codecs import Codec
 from qzoo.replay.frames import FrameStorage, bytes_per_transition
 
@@ -187,11 +190,11 @@ class CompressedFrames:
                                     (offset + length).tolist(), size.tolist(), whole):  # fmt: skip
             out[i, :n] = np.frombuffer(decompress(chunks[k][o:e], w), np.uint8)[:n]
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         return {"arena": self.arena.state_dict(), "chunk": self.chunk, "offset": self.offset,
                 "length": self.length, "open": self.open, "open_group": self.open_group}  # fmt: skip
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         if (
             tuple(state["open"].shape) != self.open.shape
             or state["chunk"].shape != self.chunk.shape
@@ -225,7 +228,7 @@ class CompressedFrameStorage(FrameStorage):
     def _make_frames(self, shape, dtype):
         return CompressedFrames(shape, dtype, self.codec)
 
-    def gather(self, t, b):
+    def gather(self, t: Any, b: Any) -> Batch:
         """FrameStorage's gather, after decoding once the rows t-stack+1..t+n of
         columns `b`: both stacks of every transition lie among them (s_t ends at
         row t+n or at an earlier LAST)."""

@@ -13,10 +13,12 @@ Sampling (device_samplers.py) draws on the device, uniform or prioritized (a cum
 sum and `searchsorted` standing in for the sum tree: O(N) per batch), and takes the
 learner's new priorities as device tensors, so nothing waits for the device."""
 
+from typing import Any
+
 import numpy as np
 import torch
 
-from qzoo.replay.batch import Batch
+from qzoo.replay.batch import Batch, Row
 from qzoo.replay.frames import (
     FIRST,
     LAST,
@@ -84,7 +86,7 @@ class DeviceFrameStorage(FrameStorage):
         else:
             target.copy_(source)
 
-    def add(self, row):
+    def add(self, row: Row) -> int:
         """Writes one `Row` (host arrays of the newest observation of every
         environment); returns the row index written."""
         t = self.cursor
@@ -111,11 +113,11 @@ class DeviceFrameStorage(FrameStorage):
         actions = self._take(self.actions, t, b).to(torch.int64)
         return actions & (PACKED_ACTIONS - 1) if self.flags is self.actions else actions
 
-    def can_start(self, t, b):
+    def can_start(self, t: Any, b: Any) -> Any:
         """Whether rows `t` of columns `b` (tensors) may start a transition (not LAST)."""
         return (self._take(self.flags, t, b) & LAST) == 0
 
-    def valid(self, t, b):
+    def valid(self, t: Any, b: Any) -> Any:
         """Whether transitions start at rows `t` of columns `b`: not LAST, and no FIRST
         among the next n rows before the episode's LAST (an abandoned episode)."""
         ok = self.can_start(t, b)
@@ -156,7 +158,7 @@ class DeviceFrameStorage(FrameStorage):
             alive &= (flags & LAST) == 0
         return reward, discount, end
 
-    def gather(self, t, b):
+    def gather(self, t: Any, b: Any) -> Batch:
         """The `Batch` of transitions starting at rows `t` of columns `b` (int64
         tensors on the device, or anything torch.as_tensor takes), as device tensors."""
         t = torch.as_tensor(t, dtype=torch.int64, device=self.device)
@@ -170,7 +172,7 @@ class DeviceFrameStorage(FrameStorage):
             discount_t=discount_t, s_t=s_t, indices=(t, b),
         )  # fmt: skip
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         """FrameStorage's keys and dtypes, so that a checkpoint of either storage
         restores into the other. On the CPU the frames and rewards are NumPy views (no
         copy); on a GPU they stay tensors, which run/checkpoint.py streams to the file in
@@ -188,7 +190,7 @@ class DeviceFrameStorage(FrameStorage):
             "num_adds": self.num_adds,
         }
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         n, frames = state["rows"], state["frames"]
         if tuple(frames.shape[1:]) != tuple(self.frames.shape[1:]) or n > self.num_rows:
             raise ValueError(

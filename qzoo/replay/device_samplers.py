@@ -15,6 +15,8 @@ q = 0.1, CartPole's worst) keeps its last candidate and the miss is counted on t
 device; `check()` (once per iteration) then stops the run with a clear error, so a run
 never trains on an invalid transition unawares."""
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -75,7 +77,7 @@ class DeviceUniformSampler:
         self.storage, self.generator = storage, generator
         self.misses = torch.zeros((), dtype=torch.int64, device=storage.device)
 
-    def added(self, t):
+    def added(self, t: int) -> None:
         """Called after the storage wrote row `t`."""
 
     def draw(self, shape):
@@ -87,7 +89,7 @@ class DeviceUniformSampler:
         t = (storage.oldest() + age) % storage.num_rows
         return t, torch.randint(storage.num_envs, shape, generator=g, device=device)
 
-    def sample(self, batch_size):
+    def sample(self, batch_size: int) -> tuple[Any, Any, Any]:
         """Rows `t` and columns `b` (device tensors) of `batch_size` transitions, and
         None for weights (uniform sampling needs no importance weights)."""
         if not self.storage.can_sample():  # host-side counters: no sync
@@ -108,13 +110,13 @@ class DeviceUniformSampler:
                 "almost no valid transitions"
             )
 
-    def update(self, indices, priorities):
+    def update(self, indices: Any, priorities: Any) -> None:
         """Uniform sampling ignores priorities."""
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         return {}  # the generator is the replay stream's, checkpointed by qzoo/streams.py
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         pass
 
 
@@ -149,7 +151,7 @@ class DevicePrioritizedSampler(DeviceUniformSampler):
         be 1): a zero priority is never sampled."""
         return torch.where(p == 0, 0.0, p.pow(self.priority_exponent))
 
-    def added(self, t):
+    def added(self, t: int) -> None:
         """New transitions enter at the max seen priority; LAST rows at zero."""
         storage = self.storage
         columns = torch.arange(storage.num_envs, device=storage.device)
@@ -180,7 +182,7 @@ class DevicePrioritizedSampler(DeviceUniformSampler):
         leaf = self.priorities[t * self.storage.num_envs + b]
         return (1 - u) * leaf / self.priorities.sum() + u / self.storage.size
 
-    def sample(self, batch_size):
+    def sample(self, batch_size: int) -> tuple[Any, Any, Any]:
         """Rows, columns and importance weights (1/N / P)^beta (normalized by the
         batch maximum) of `batch_size` transitions."""
         if not self.storage.can_sample():
@@ -196,7 +198,7 @@ class DevicePrioritizedSampler(DeviceUniformSampler):
         torch._assert_async(torch.isfinite(weights).all(), "non-finite importance weights")
         return t, b, weights.to(torch.float32)
 
-    def update(self, indices, priorities):
+    def update(self, indices: Any, priorities: Any) -> None:
         """Writes new priorities (|TD error|: a tensor on any device, or an array) for
         sampled slots."""
         t, b = indices
@@ -209,14 +211,14 @@ class DevicePrioritizedSampler(DeviceUniformSampler):
         value = torch.where(self.storage.can_start(t, b), self.leaf_values(p), 0.0)
         self.priorities[t * self.storage.num_envs + b] = value
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         # A copy: the live vector keeps changing while a checkpoint could be writing it.
         priorities = self.priorities.clone()
         if priorities.device.type == "cpu":
             priorities = priorities.numpy()
         return {"priorities": priorities, "max_seen_priority": self.max_seen_priority}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         priorities = state["priorities"]  # a tensor (a live state), or an array
         if not isinstance(priorities, torch.Tensor):
             priorities = torch.as_tensor(np.asarray(priorities))

@@ -17,10 +17,11 @@ hold the action when there are at most 32 actions (`self.flags is self.actions`)
 wider action spaces get a byte of flags of their own."""
 
 import math
+from typing import Any
 
 import numpy as np
 
-from qzoo.replay.batch import Batch
+from qzoo.replay.batch import Batch, Row
 
 # The flags' bits: the top 3 of the byte, below them the action where it fits.
 FLAG_SHIFT = 5
@@ -129,11 +130,11 @@ class FrameStorage:
         return np.zeros(shape, dtype)
 
     @property
-    def size(self):
+    def size(self) -> int:
         """Number of stored transitions (rows times environments)."""
         return self.rows * self.num_envs
 
-    def add(self, row):
+    def add(self, row: Row) -> int:
         """Writes one `Row` (the newest observation of every environment); returns
         the row index written."""
         t = self.cursor
@@ -145,11 +146,11 @@ class FrameStorage:
         self.num_adds += 1
         return t
 
-    def oldest(self):
+    def oldest(self) -> int:
         """The oldest row still stored."""
         return self.cursor if self.rows == self.num_rows else 0
 
-    def window(self):
+    def window(self) -> tuple[int, int]:
         """(low, high): rows at ages low..high-1 after `oldest()` have their stack
         history and n-step future stored. Once the ring has wrapped, the oldest
         stack-1 rows lack their history; before that, row 0 is an episode's FIRST row,
@@ -157,7 +158,7 @@ class FrameStorage:
         full = self.rows == self.num_rows
         return (self.stack - 1 if full else 0), self.rows - self.n_steps
 
-    def can_sample(self):
+    def can_sample(self) -> bool:
         low, high = self.window()
         return high > low
 
@@ -185,11 +186,11 @@ class FrameStorage:
         separate = () if self.flags is self.actions else (self.flags,)
         return (self.actions, self.rewards) + separate
 
-    def can_start(self, t, b):
+    def can_start(self, t: Any, b: Any) -> Any:
         """Whether row t of column b may start a transition at all (not LAST)."""
         return (self.flags[t, b] & LAST) == 0
 
-    def valid(self, t, b):
+    def valid(self, t: Any, b: Any) -> Any:
         """Whether a transition starts at rows `t` of columns `b` (see docstring)."""
         ok = self.can_start(t, b)
         ended = np.zeros_like(ok)
@@ -227,7 +228,7 @@ class FrameStorage:
             alive &= (flags & LAST) == 0
         return reward, discount, end
 
-    def gather(self, t, b):
+    def gather(self, t: Any, b: Any) -> Batch:
         """The `Batch` of transitions starting at rows `t` of columns `b`."""
         r_t, discount_t, end = self.returns(t, b)
         return Batch(
@@ -235,7 +236,7 @@ class FrameStorage:
             discount_t=discount_t, s_t=self.stacked(end, b), indices=(t, b),
         )  # fmt: skip
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         """Everything needed to restore the storage exactly (the frames and rewards
         are views, not copies: a checkpoint streams them to disk; actions and flags
         are unpacked, one byte a row each)."""
@@ -251,7 +252,7 @@ class FrameStorage:
             "num_adds": self.num_adds,
         }
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         n = state["rows"]
         self._load_frames(state["frames"], n)
         actions, flags = loaded_actions(

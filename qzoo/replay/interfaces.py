@@ -6,7 +6,7 @@ with every sampler (uniform, prioritized, on a device, one checkpoint per batch)
 
 from typing import Any, Protocol
 
-from qzoo.replay.batch import Batch, Row
+from qzoo.replay.batch import Batch, Row, SequenceBatch
 
 
 class Storage(Protocol):
@@ -42,8 +42,9 @@ class Storage(Protocol):
         """Whether transitions start at rows `t` of columns `b`."""
         ...
 
-    def gather(self, t: Any, b: Any) -> Batch:
-        """The batch of transitions starting at rows `t` of columns `b`."""
+    def gather(self, t: Any, b: Any) -> Batch | SequenceBatch:
+        """The batch of transitions (sequences: replay/sequences.py) starting at rows `t`
+        of columns `b`."""
         ...
 
     def state_dict(self) -> dict: ...

@@ -17,6 +17,8 @@ any more (the newest n rows, the oldest history after a wrap) are rejected and
 redrawn, exactly as uniform sampling does.
 """
 
+from typing import Any
+
 import numpy as np
 
 from qzoo.replay.sumtree import SumTree
@@ -30,10 +32,10 @@ class UniformSampler:
     def __init__(self, storage, rng):
         self.storage, self._rng = storage, rng
 
-    def added(self, t):
+    def added(self, t: int) -> None:
         """Called after the storage wrote row `t`."""
 
-    def sample(self, batch_size):
+    def sample(self, batch_size: int) -> tuple[Any, Any, Any]:
         """Rows `t` and columns `b` of `batch_size` transitions, and their weights
         (None: uniform sampling needs no importance weights)."""
         storage = self.storage
@@ -62,13 +64,13 @@ class UniformSampler:
             return np.zeros(n, np.int64)
         return self._rng.integers(self.storage.num_envs, size=n)
 
-    def update(self, indices, priorities):
+    def update(self, indices: Any, priorities: Any) -> None:
         """Uniform sampling ignores priorities."""
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         return {}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         pass
 
 
@@ -94,7 +96,7 @@ class PrioritizedSampler:
     def _leaves(self, t, b):
         return np.asarray(t) * self.storage.num_envs + np.asarray(b)
 
-    def added(self, t):
+    def added(self, t: int) -> None:
         """New transitions enter at the max seen priority; LAST rows at zero."""
         columns = np.arange(self.storage.num_envs)
         rows = np.full(columns.size, t)
@@ -129,7 +131,7 @@ class PrioritizedSampler:
         leaf = self.tree.get(self._leaves(t, b))
         return (1 - u) * leaf / self.tree.total() + u / self.storage.size
 
-    def sample(self, batch_size):
+    def sample(self, batch_size: int) -> tuple[Any, Any, Any]:
         """Rows, columns and importance weights (1/N / P)^beta (normalized by the
         batch maximum) of `batch_size` transitions."""
         t, b = self.sample_indices(batch_size)
@@ -141,7 +143,7 @@ class PrioritizedSampler:
             raise RuntimeError("non-finite importance sampling weights")
         return t, b, weights.astype(np.float32)
 
-    def update(self, indices, priorities):
+    def update(self, indices: Any, priorities: Any) -> None:
         """Writes new priorities (e.g. |TD error|) for sampled transitions; `priorities`
         as an array or as the learner's tensor (on any device)."""
         t, b = indices
@@ -151,12 +153,12 @@ class PrioritizedSampler:
         can_start = self.storage.can_start(t, b)
         self.tree.set(self._leaves(t, b), np.where(can_start, self._power(priorities), 0.0))
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         # A copy (16 MiB for 1M slots): the live tree keeps changing while a checkpoint
         # could still be writing it.
         return {"tree": self.tree.nodes.copy(), "max_seen_priority": self.max_seen_priority}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         self.tree.nodes[:] = state["tree"]
         self.max_seen_priority = float(state["max_seen_priority"])
 

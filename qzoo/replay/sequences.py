@@ -20,50 +20,17 @@ sequence starts through `SequenceSlots`, whose rows are storage points: slot (p,
 the sequence starting at row p x interval of column b."""
 
 import math
-from typing import NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
 
 from qzoo.learning import losses
 from qzoo.replay import frames as row_flags
-from qzoo.replay.batch import to_device
+from qzoo.replay.batch import Row, SequenceBatch
 from qzoo.replay.frames import FIRST, FrameStorage, bytes_per_transition, observation_shape
 from qzoo.replay.replay import Replay
 from qzoo.replay.samplers import PrioritizedSampler
-
-
-class SequenceBatch(NamedTuple):
-    """A batch of B sequences, time-major (S = W + T + n replayed steps):
-
-    frames [S + stack - 1, B, *frame]: each frame once (stacks are built on the device by
-    `stacked_observations`); frame_mask [S, B, stack]: False where a stacked frame
-    predates its episode (blank); prev_action [S, B] (-1: none, at episode starts) and
-    prev_reward [S, B]: the recurrent inputs; action, r_t, discount_t [T, B]: the trained
-    steps' actions and n-step returns (discount_t holds gamma^k, 0 after termination);
-    bootstrap [T, B]: index of each target's observation in the steps from W on;
-    transition [T, B]: whether each trained row starts a transition; zero_state [B]: an
-    episode began inside the burn-in; state [1, B, 2, H]: the stored (h, c) at the start;
-    weights [B] (prioritized) and indices (points, columns) for priority updates.
-    """
-
-    frames: np.ndarray
-    frame_mask: np.ndarray
-    prev_action: np.ndarray
-    prev_reward: np.ndarray
-    action: np.ndarray
-    r_t: np.ndarray
-    discount_t: np.ndarray
-    bootstrap: np.ndarray
-    transition: np.ndarray
-    zero_state: np.ndarray
-    state: np.ndarray
-    weights: np.ndarray | None = None
-    indices: tuple | None = None
-
-    def to(self, device):
-        """The same batch as tensors on `device` (indices stay on the host)."""
-        return to_device(self, device)
 
 
 def stacked_observations(frames, frame_mask):
@@ -108,7 +75,7 @@ class SequenceStorage(FrameStorage):
             frame_shape, frame_dtype, num_actions, interval, state_size
         )
 
-    def add(self, row):
+    def add(self, row: Row) -> int:
         """Writes a `Row` whose agent_info is a RecurrentInfo; returns the row index."""
         info = row.agent_info
         slot = self.num_adds % self.length
@@ -150,7 +117,7 @@ class SequenceStorage(FrameStorage):
         end_step = ((end.reshape(shape) - start[None]) % self.num_rows).astype(np.int64)
         return rows, cols, r_t.reshape(shape), discount_t.reshape(shape), end_step, exists
 
-    def gather(self, start, b):
+    def gather(self, start: Any, b: Any) -> SequenceBatch:
         """The `SequenceBatch` of sequences starting at rows `start` of columns `b`."""
         k, steps = self.stack, self.length
         rows = (start[None] + np.arange(-(k - 1), steps)[:, None]) % self.num_rows
@@ -196,12 +163,12 @@ class SequenceStorage(FrameStorage):
         valid = losses.valid_until_episode_end(torch.as_tensor(exists), dim=0)
         return losses.sequence_priorities(td.abs(), valid, eta, dim=0).numpy()
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
         state = super().state_dict()
         state.update(states=self.states, q_taken=self.q_taken, q_max=self.q_max)
         return state
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.states[:], self.q_taken[:], self.q_max[:] = (state["states"], state["q_taken"],
                                                           state["q_max"])  # fmt: skip
@@ -230,18 +197,18 @@ class SequenceSlots:
         return oldest, max(0, -(-(low - offset) // k)), max(0, (last - offset) // k + 1)
 
     @property
-    def size(self):
+    def size(self) -> int:
         """Sequences in the window (for prioritized replay's 1 / N)."""
         _, low, high = self._bounds()
         return max(high - low, 0) * self.num_envs
 
-    def oldest(self):
+    def oldest(self) -> int:
         return self._bounds()[0]
 
-    def window(self):
+    def window(self) -> tuple[int, int]:
         return self._bounds()[1:]
 
-    def can_sample(self):
+    def can_sample(self) -> bool:
         low, high = self.window()
         return high > low
 
@@ -250,7 +217,7 @@ class SequenceSlots:
         age = (np.asarray(p) - oldest) % self.num_rows
         return (age >= low) & (age < high)
 
-    def can_start(self, p, b):
+    def can_start(self, p: Any, b: Any) -> Any:
         return self.storage.first_trained_transition(np.asarray(p) * self.storage.interval, b)
 
     valid = can_start
@@ -282,7 +249,7 @@ class SequenceReplay(Replay):
         self.input_priorities, self.eta, self.eps = input_priorities, eta, eps
         self.prioritized = isinstance(sampler, SequencePrioritizedSampler)
 
-    def can_sample(self):
+    def can_sample(self) -> bool:
         return self.sampler.storage.can_sample()
 
     def add(self, row):
