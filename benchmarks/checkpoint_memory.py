@@ -145,8 +145,10 @@ def main():
     for transitions in args.transitions.split(","):
         for method in args.methods.split(","):
             with tempfile.TemporaryDirectory(dir=args.folder) as folder:
+                out = ["--out", args.out] if args.out else []  # the child emits the lines
                 subprocess.run(
-                    [sys.executable, __file__, "--child", method, transitions, folder], check=True
+                    [sys.executable, __file__, "--child", method, transitions, folder, *out],
+                    check=True,
                 )
 
 

@@ -21,7 +21,7 @@ _OUT = {"path": None}
 class Parser(argparse.ArgumentParser):
     """argparse with the shared options; `parse_args` remembers where lines go."""
 
-    def __init__(self, doc, folder_file=None, default_out=None):
+    def __init__(self, doc, folder_file=None, default_out=None, out_help=None):
         first = (doc or "").strip().split("\n\n")[0]
         super().__init__(description=first, formatter_class=argparse.RawDescriptionHelpFormatter)
         self.folder_file = folder_file
@@ -29,22 +29,23 @@ class Parser(argparse.ArgumentParser):
             what = f"the folder for {folder_file} and the run's other files"
             self.add_argument("--out", metavar="DIR", default=default_out, help=what)
         else:
-            what = "also append each JSON line, with its context, to FILE"
+            what = out_help or "also append each JSON line, with its context, to FILE"
             self.add_argument("--out", metavar="FILE", default=default_out, help=what)
 
-    def parse_args(self, *args, **kwargs):
-        parsed = super().parse_args(*args, **kwargs)
+    def parse_known_args(self, *args, **kwargs):  # parse_args comes through here too
+        parsed, rest = super().parse_known_args(*args, **kwargs)
         out = parsed.out
         _OUT["path"] = os.path.join(out, self.folder_file) if out and self.folder_file else out
-        return parsed
+        return parsed, rest
 
 
-def new_parser(doc, folder_file=None, default_out=None):
+def new_parser(doc, folder_file=None, default_out=None, out_help=None):
     """The parser of a benchmark whose module docstring is `doc` (its first paragraph
     is the description), with the shared `--out FILE`; with `folder_file`, `--out DIR`
     instead (the device machine's $OUT, which brings back what is in it) and the lines
-    go to DIR/`folder_file`."""
-    return Parser(doc, folder_file, default_out)
+    go to DIR/`folder_file`. `out_help`: another meaning of --out FILE, for a script
+    that writes its own records there (same_results.py)."""
+    return Parser(doc, folder_file, default_out, out_help)
 
 
 def context():

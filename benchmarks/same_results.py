@@ -254,7 +254,8 @@ def compare(before, after):
 
 def main():
     # --out FILE: here the records themselves, rows and all (rewritten, not appended).
-    parser = new_parser(__doc__, default_out="same_results.jsonl")
+    records = "the records themselves, rows and all (rewritten, not appended)"
+    parser = new_parser(__doc__, default_out="same_results.jsonl", out_help=records)
     parser.add_argument("--work", default="")
     parser.add_argument("--only", default="")
     parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))

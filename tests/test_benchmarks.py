@@ -90,3 +90,11 @@ def test_a_table_edited_by_hand_is_written_back_and_an_unknown_one_refused():
     assert edited != page and tables.rewrite(edited, "benchmarks.md") == page
     with pytest.raises(ValueError, match="unknown table 'nope'"):
         tables.rewrite("<!-- table nope (x) -->\n| a |\n<!-- end table -->", "page.md")
+
+
+def test_a_script_that_parses_known_args_keeps_its_lines_too(tmp_path, capsys):
+    harness = load("harness")
+    _, rest = harness.new_parser("Doc.").parse_known_args(["--out", str(tmp_path / "r"), "-x"])
+    harness.emit({"name": "z"})
+    assert rest == ["-x"] and [r["name"] for r in harness.read(tmp_path / "r")] == ["z"]
+    capsys.readouterr()

@@ -51,6 +51,7 @@ def test_a_storage_without_gather_is_refused(tmp_path):
         "    def can_sample(self) -> bool: return False\n"
         "    def oldest(self) -> int: return 0\n"
         "    def window(self) -> tuple[int, int]: return 0, 0\n"
+        "    def in_window(self, t): return t\n"
         "    def can_start(self, t, b): return t\n"
         "    def valid(self, t, b): return t\n"
         "    def state_dict(self) -> dict: return {}\n"

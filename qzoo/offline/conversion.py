@@ -83,11 +83,11 @@ def to_qzoo(src, dst, quiet=False, announce=None):
             print(f"checkpoint {suffix} -> {out}", file=sys.stderr)
     if bar is not None:
         bar.close()
-    fields = {"sources": sources(src, found)}
+    fields = {"checkpoints": found, "sources": sources(src, found), "crc32": crcs}
     game = dataset_game(src)[0]
     if game is not None:  # the copy knows it too, wherever it goes
         fields["game"] = game
-    write_manifest(dst, found, crcs, **fields)
+    write_manifest(dst, **fields)
 
 
 def _npy_bytes(arrays):
@@ -119,8 +119,9 @@ def from_rlu(src, dst, workers=None):
         }
         for suffix in converted["checkpoints"]
     }
-    origin = {"sources": {}, "from": "rlu", "rlu": converted["rlu"]}
-    write_manifest(dst, converted["checkpoints"], crcs, **origin)
+    fields = {"checkpoints": converted["checkpoints"], "sources": {}, "from": "rlu",
+              "rlu": converted["rlu"], "crc32": crcs}  # fmt: skip
+    write_manifest(dst, **fields)
 
 
 def sources(folder, suffixes):

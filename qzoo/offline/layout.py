@@ -24,11 +24,11 @@ from qzoo.offline.maps import mapping, release
 QZOO_FORMAT = "qzoo-dqn-replay-1"
 
 
-def write_manifest(dst, checkpoints, crcs, **fields):
+def write_manifest(dst, **fields):
     """Writes `dst`/dataset.json (atomically: a conversion writes it last, so an
-    interrupted one has none and is redone whole): the format, the checkpoint suffixes,
-    {suffix: {array: CRC-32 hex}} and any other `fields` (sources, game, ...)."""
-    manifest = {"format": QZOO_FORMAT, "checkpoints": checkpoints, **fields, "crc32": crcs}
+    interrupted one has none and is redone whole): the format, then `fields` in the
+    order given (checkpoints, sources, crc32 as {suffix: {array: CRC-32 hex}}, ...)."""
+    manifest = {"format": QZOO_FORMAT, **fields}
     atomic_write(
         os.path.join(dst, "dataset.json"), lambda f: f.write(json.dumps(manifest).encode())
     )

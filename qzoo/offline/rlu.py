@@ -1,5 +1,5 @@
 """RL Unplugged's Atari episodes, read without TensorFlow into qzoo's memory-mappable
-layout (dataset.py), so that `--offline` trains on them as on the DQN Replay Dataset.
+layout (layout.py), so that `--offline` trains on them as on the DQN Replay Dataset.
 
 RL Unplugged keeps each DQN run of the DQN Replay Dataset as gzip-compressed TFRecord
 files `<Game>/run_<R>-<SSSSS>-of-<NNNNN>` (tfrecord.py), one tf.train.Example per

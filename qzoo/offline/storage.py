@@ -106,7 +106,7 @@ class DatasetStorage:
         # Asked before every update: the count (a pass over every row) is made once.
         return self.valid_count() > 0
 
-    def in_window(self, t):
+    def in_window(self, t: Any) -> Any:
         return np.ones(np.shape(t), bool)
 
     def can_start(self, t: Any, b: Any) -> Any:

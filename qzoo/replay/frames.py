@@ -162,7 +162,7 @@ class FrameStorage:
         low, high = self.window()
         return high > low
 
-    def in_window(self, t):
+    def in_window(self, t: Any) -> Any:
         age = (t - self.oldest()) % self.num_rows
         low, high = self.window()
         return (age >= low) & (age < high)

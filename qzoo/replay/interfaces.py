@@ -33,6 +33,10 @@ class Storage(Protocol):
         and the future a transition needs; samplers draw rows from that window."""
         ...
 
+    def in_window(self, t: Any) -> Any:
+        """Whether rows `t` lie in `window()` (the prioritized samplers' check)."""
+        ...
+
     def can_start(self, t: Any, b: Any) -> Any:
         """Whether rows `t` of columns `b` may start a transition at all (the
         prioritized samplers give the others no priority)."""

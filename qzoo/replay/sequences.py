@@ -212,7 +212,7 @@ class SequenceSlots:
         low, high = self.window()
         return high > low
 
-    def in_window(self, p):
+    def in_window(self, p: Any) -> Any:
         oldest, low, high = self._bounds()
         age = (np.asarray(p) - oldest) % self.num_rows
         return (age >= low) & (age < high)
