@@ -10,6 +10,7 @@ docs' tables from them, so that a figure in the docs is a line on record.
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
@@ -51,19 +52,20 @@ def new_parser(doc, folder_file=None, default_out=None, out_help=None):
 def context():
     """Where and when: the CPU's model, its cores, the Python, the commit of the
     checkout (with "+changes" when it has uncommitted ones) and the time (UTC)."""
+    utc = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return {**_machine(), "utc": utc}
+
+
+@functools.cache  # once a process: not two git processes between a benchmark's rounds
+def _machine():
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "commit": _commit(),
-        "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "commit": _commit()}  # fmt: skip
 
 
 def _commit():
