@@ -8,7 +8,8 @@
                GpuSampler: an action server). Same seeds, same rows as serial.
   alternating  two halves of the workers (alternating.py; rlpyt's AlternatingSampler).
   async        the actor in a thread (asynchronous.py) or a process (process.py) of its
-               own; batches of ready games (batches.py).
+               own; batches of ready games (batches.py). With --deterministic, async's
+               schedule in lockstep in this driver's one thread (lockstep.py).
 
 A driver owns the training actor and the evaluator and reports rlpyt's runner
 diagnostics as results columns: train_updates_per_second (UpdatesPerSecond),
@@ -22,6 +23,7 @@ from typing import Any
 from qzoo.acting import recurrent_policy
 from qzoo.acting.actor import Actor
 from qzoo.acting.driver import Driver, UpdateBook, mean_epsilon
+from qzoo.acting.lockstep import Lockstep
 
 
 def run_episodes(actor, progress, frame_t):
@@ -78,29 +80,40 @@ class SerialDriver(Driver):
 
     def __init__(self, updates: UpdateBook, actor: Actor, evaluator: Actor,
                  train_epsilon: Callable[[int], Any], eval_episodes: int = 0,
-                 eval_finish_episodes: bool = False) -> None:  # fmt: skip
+                 eval_finish_episodes: bool = False, lockstep: Lockstep | None = None) -> None:  # fmt: skip
         """`actor` trains, with the epsilon `train_epsilon(frame_t)`; `evaluator`
         evaluates (their policies differ with deep exploration and R2D1's recurrent
         states); `eval_episodes` > 0: an evaluation plays that many episodes, one per
         environment, else its frames, and with `eval_finish_episodes` the episodes
-        under way at its end (acting/from_config.py's serial_parts makes these)."""
+        under way at its end (acting/from_config.py's serial_parts makes these).
+        `lockstep`: learn on async acting's schedule (lockstep.py) instead of DQN Zoo's
+        updates due every so many frames."""
         self.updates, self.actor, self.evaluator = updates, actor, evaluator
         self.train_epsilon = train_epsilon
         self.eval_episodes, self.eval_finish_episodes = eval_episodes, eval_finish_episodes
+        self.lockstep = lockstep
 
     @property
     def frame_t(self):
         return self.updates.frame_t
 
     def train_phase(self, num_frames, progress=None):
-        updates = self.updates
+        updates, lockstep = self.updates, self.lockstep
+        if lockstep is not None:
+            lockstep.start(updates)
 
         def on_step(row, new_frames):
             updates.store(row, new_frames)
+            if lockstep is not None:
+                lockstep.learn(updates, new_frames)
+                return
             updates.learn_due(updates.frame_t, updates.frame_t + new_frames)
             updates.advance(new_frames)
 
-        return run_phase(self.actor, num_frames, progress, lambda: updates.frame_t, on_step)
+        stats = run_phase(self.actor, num_frames, progress, lambda: updates.frame_t, on_step)
+        if lockstep is not None:
+            stats["learner_wait_fraction"] = 0.0  # the learner never waits in one thread
+        return stats
 
     def eval_phase(self, num_frames, progress=None):
         """Acts for `num_frames` frames (with --eval-episodes, until that many episodes
