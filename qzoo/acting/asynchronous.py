@@ -18,9 +18,11 @@ import copy
 import sys
 import threading
 import time
+from typing import Any
 
 import torch
 
+from qzoo.acting.driver import Progress
 from qzoo.acting.from_config import serial_parts
 from qzoo.acting.pinning import pinned, pinned_cores
 from qzoo.acting.policy import Policy
@@ -173,12 +175,13 @@ class AsyncDriver(SerialDriver):
         if self.gate.consumed % (config.publish_period or 1) == 0:
             self.publish()
 
-    def train_phase(self, num_frames, progress):
+    def train_phase(self, num_frames: int, progress: Progress = None) -> dict:
         updates, config = self.updates, self.config
         self.publish()  # each phase starts from the learner's weights
         self.gate = RatioGate(updates.schedule.updates_per_frame,
                               config.replay_ratio_tolerance)  # fmt: skip
-        lock, errors, result = threading.Lock(), [], {}
+        lock, result = threading.Lock(), {}
+        errors: list[Any] = []  # the actor's error, or None: the learner's stops the actor
         # --pin-threads: the learner on a core of its own, the others on the rest.
         learner_cores, other_cores = (config.pin_threads and pinned_cores()) or (None, None)
         prefetcher = None

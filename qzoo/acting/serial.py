@@ -22,7 +22,7 @@ from typing import Any
 
 from qzoo.acting import recurrent_policy
 from qzoo.acting.actor import Actor
-from qzoo.acting.driver import Driver, UpdateBook, mean_epsilon
+from qzoo.acting.driver import Driver, Progress, UpdateBook, mean_epsilon
 from qzoo.acting.lockstep import Lockstep
 
 
@@ -97,7 +97,7 @@ class SerialDriver(Driver):
     def frame_t(self):
         return self.updates.frame_t
 
-    def train_phase(self, num_frames, progress=None):
+    def train_phase(self, num_frames: int, progress: Progress = None) -> dict:
         updates, lockstep = self.updates, self.lockstep
         if lockstep is not None:
             lockstep.start(updates)
@@ -115,20 +115,20 @@ class SerialDriver(Driver):
             stats["learner_wait_fraction"] = 0.0  # the learner never waits in one thread
         return stats
 
-    def eval_phase(self, num_frames, progress=None):
+    def eval_phase(self, num_frames: int, progress: Progress = None) -> dict:
         """Acts for `num_frames` frames (with --eval-episodes, until that many episodes
         end, one per environment; with --eval-finish-episodes, until the episodes under
         way at `num_frames` end) with the evaluation epsilon; learns nothing."""
         return evaluate(self.evaluator, num_frames, progress, lambda: self.updates.frame_t,
                         self.eval_episodes, self.eval_finish_episodes)  # fmt: skip
 
-    def epsilon(self, frame_t):
+    def epsilon(self, frame_t: int) -> float:
         return mean_epsilon(self.train_epsilon, frame_t)
 
-    def prioritized_columns(self):
+    def prioritized_columns(self) -> dict:
         return self.updates.prioritized_columns()
 
-    def columns(self, train, stats):
+    def columns(self, train: dict, stats: dict) -> dict:
         """rlpyt's runner diagnostics for the results row (module docstring)."""
         updates, duration = self.updates, train.get("duration", math.nan)
         collected = updates.transitions_collected
@@ -138,17 +138,17 @@ class SerialDriver(Driver):
             "learner_wait_fraction": train.get("learner_wait_fraction", math.nan),
         }
 
-    def state_dict(self, common):
+    def state_dict(self, common: dict) -> dict:
         """R2D1's recurrent states first (as always), the trainer's part, then replay,
         the replay log and the counters."""
         return {**recurrent_policy.states(self), **common, **self.updates.state_dict()}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         self.updates.load_state_dict(state)
         recurrent_policy.load_states(self, state)
 
-    def check(self):
+    def check(self) -> None:
         self.updates.check()
 
-    def close(self):
+    def close(self) -> None:
         self.updates.close()
