@@ -90,8 +90,35 @@ def pqn_atari_curve():
     return out
 
 
+def atari100k_drq_eps_seeds():
+    """DrQ(eps)'s finished Atari-100k runs, per game and seed, against the 100 published
+    runs (benchmarks/results/atari100k/drq_eps/<game>-<seed>/, as `qzoo suite` wrote them)."""
+    from qzoo import data
+    from qzoo.tools.against_published import percentile_rank
+    from qzoo.tools.suite_report import spread
+
+    runs, scores = data.published_runs()["drq_eps"], {}
+    for path in sorted(glob.glob(os.path.join(RESULTS, "atari100k", "drq_eps", "*-*", "DONE"))):
+        game, _, seed = os.path.basename(os.path.dirname(path)).rpartition("-")
+        with open(os.path.join(os.path.dirname(path), "results.csv"), newline="") as f:
+            scores.setdefault(game, {})[int(seed)] = float(list(csv.DictReader(f))[-1]["eval_episode_return"])
+    seeds = sorted({seed for by_seed in scores.values() for seed in by_seed})
+    out = ["| game | " + " | ".join(f"seed {s}" for s in seeds) + " | published mean "
+           "| published 5-95% of runs | percentile ranks among the published runs |",
+           "|---|" + "---:|" * len(seeds) + "---:|---|---|"]  # fmt: skip
+    for game, by_seed in sorted(scores.items()):
+        low, high = spread(runs[game])
+        shown = [_number(by_seed[s], 1 if by_seed[s] < 1000 else 0) if s in by_seed else ""
+                 for s in seeds]  # fmt: skip
+        ranks = ", ".join(f"{percentile_rank(v, runs[game]):.0f}" for _, v in sorted(by_seed.items()))
+        mean = sum(runs[game]) / len(runs[game])
+        out.append(f"| {game} | " + " | ".join(shown) + f" | {_number(mean, 1 if mean < 1000 else 0)} "
+                   f"| {_number(low)}-{_number(high)} | {ranks} |")  # fmt: skip
+    return out
+
+
 TABLES = {"pqn_vs_dqn": pqn_vs_dqn, "pqn_vs_cleanrl": pqn_vs_cleanrl,
-          "pqn_atari_curve": pqn_atari_curve}  # fmt: skip
+          "pqn_atari_curve": pqn_atari_curve, "atari100k_drq_eps_seeds": atari100k_drq_eps_seeds}  # fmt: skip
 
 
 def rewrite(text, page):
