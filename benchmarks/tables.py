@@ -21,6 +21,7 @@ import csv
 import glob
 import os
 import re
+import statistics
 import sys
 
 from harness import new_parser, read
@@ -90,6 +91,49 @@ def pqn_atari_curve():
     return out
 
 
+MODES = {"qzoo_bfloat16": "serial, 2 PyTorch threads", "qzoo_bfloat16_1thread": "serial, 1 thread",
+         "qzoo_bfloat16_async_pinned": "async: thread actor", "qzoo_bfloat16_actor_process":
+         "async: process actor", "qzoo_cleanrl_mlp": "serial",
+         "qzoo_cleanrl_mlp_async_pinned": "async: thread actor",
+         "qzoo_cleanrl_mlp_actor_process": "async: process actor"}  # fmt: skip
+
+
+def acting_modes_learner_bound():
+    """The acting modes at the peers' settings, medians of 3 rounds (benchmarks/peers.py)."""
+    medians = [r for r in _lines(os.path.join("acting", "modes.jsonl")) if r["name"] == "peer_median"]
+    out = ["| env | acting | agent steps/s | x serial |", "|---|---|---:|---:|"]
+    for env in ("pong", "cartpole"):
+        rows = [r for r in medians if r["env"] == env]
+        serial = max(r["agent_steps_per_second"] for r in rows if "async" not in r["peer"]
+                     and "process" not in r["peer"])  # fmt: skip
+        for r in rows:
+            value = r["agent_steps_per_second"]
+            out.append(f"| {env} | {MODES[r['peer']]} | {_number(value)} | {value / serial:.2f} |")
+    return out
+
+
+def acting_modes_acting_bound():
+    """The acting modes where acting is the cost (benchmarks/acting.py, replay ratio 0.5):
+    each round's agent steps/s, and the median's ratio to serial's."""
+    lines = [r for r in _lines(os.path.join("acting", "modes.jsonl"))
+             if r["name"] == "acting_steps_per_second"]  # fmt: skip
+    out = ["| envs | acting | worker processes | agent steps/s per round | x serial (medians) |",
+           "|---:|---|---:|---|---:|"]  # fmt: skip
+    names = {"async": "async: thread actor", "process": "async: process actor"}
+    for envs in sorted({r["num_envs"] for r in lines}):
+        here = [r for r in lines if r["num_envs"] == envs]
+        groups = {}
+        for r in here:
+            groups.setdefault((r["acting"], r["actor_workers"]), []).append(r["value"])
+        serial = statistics.median(groups[("serial", 1)])
+        for (mode, workers), values in groups.items():
+            rounds = ", ".join(_number(v) for v in values)
+            ratio = statistics.median(values) / serial
+            out.append(f"| {envs} | {names.get(mode, mode)} | {workers if mode != 'serial' else ''} "
+                       f"| {rounds} | {ratio:.2f} |")  # fmt: skip
+    return out
+
+
 def atari100k_drq_eps_seeds():
     """DrQ(eps)'s finished Atari-100k runs, per game and seed, against the 100 published
     runs (benchmarks/results/atari100k/drq_eps/<game>-<seed>/, as `qzoo suite` wrote them)."""
@@ -118,7 +162,9 @@ def atari100k_drq_eps_seeds():
 
 
 TABLES = {"pqn_vs_dqn": pqn_vs_dqn, "pqn_vs_cleanrl": pqn_vs_cleanrl,
-          "pqn_atari_curve": pqn_atari_curve, "atari100k_drq_eps_seeds": atari100k_drq_eps_seeds}  # fmt: skip
+          "pqn_atari_curve": pqn_atari_curve, "atari100k_drq_eps_seeds": atari100k_drq_eps_seeds,
+          "acting_modes_learner_bound": acting_modes_learner_bound,
+          "acting_modes_acting_bound": acting_modes_acting_bound}  # fmt: skip
 
 
 def rewrite(text, page):
