@@ -1,7 +1,7 @@
 """Agent steps per second of DQN under each --acting mode and number of environments,
 with the realised replay ratio (rlpyt's samplers).
 
-python benchmarks/acting.py [--env pong] [--modes serial,parallel,alternating,async]
+python benchmarks/acting.py [--env pong] [--modes serial,parallel,alternating,async,process]
     [--envs 1,8,16,32] [--steps 400] [--workers 2] [--replay-ratio 8] [--device auto]
     [--threads 0]
 python benchmarks/acting.py --env-only [--envs 1,8,16,32] [--steps 400] [--workers 2]
@@ -29,11 +29,17 @@ from qzoo.run.trainer import Trainer
 
 
 def measure(env, mode, num_envs, steps, workers, ratio, device, min_replay, threads):
-    options = {"env": env, "num_envs": str(num_envs), "acting": mode, "device": device,
+    # "process": --acting async --actor-process (the actor in a process of its own, which
+    # steps its environments itself: one worker)
+    process = mode == "process"
+    options = {"env": env, "num_envs": str(num_envs), "acting": "async" if process else mode,
+               "device": device,
                "replay_ratio": str(ratio), "replay_capacity": str(max(20_000, 4 * min_replay)),
                "min_replay_capacity_fraction": str(min_replay / max(20_000, 4 * min_replay)),
                "progress": "false", "tensorboard": "false", "threads": str(threads)}  # fmt: skip
-    if mode != "serial":
+    if process:
+        options["actor_process"] = "true"
+    elif mode != "serial":
         options["actor_workers"] = str(min(workers, num_envs))
     config = build_config("dqn", options)
     qzoo_threads.apply(config)  # as `qzoo train` does (0: auto)
@@ -48,8 +54,11 @@ def measure(env, mode, num_envs, steps, workers, ratio, device, min_replay, thre
     actor, started = trainer.driver.actor, []
     start = actor.start
     actor.start = lambda: (start(), started.append(time.perf_counter()))
+    before = time.perf_counter()
     stats = trainer.train_phase(steps * frames_per_step)
-    seconds = time.perf_counter() - started[0]
+    # (The process actor starts its environments in its own process, unseen here: its
+    # clock starts with the phase.)
+    seconds = time.perf_counter() - (started[0] if started else before)
     updates = trainer.learner.pop_statistics()["num_updates"]
     new_sampled = trainer.updates.transitions_sampled - sampled
     new_collected = trainer.updates.transitions_collected - collected

@@ -76,6 +76,8 @@ ASYNC = {"precision": "bfloat16", "acting": "async", "prefetch_targets": True, "
 CLEANRL_MLP = {"mlp_layers": "120,84"}
 PROCESS = {"acting": "async", "actor_process": True, "pin_threads": True}
 VARIANTS = {"qzoo_compiled": {"compile": True}, "qzoo_bfloat16": {"precision": "bfloat16"},
+            # serial on one PyTorch thread whatever --threads says (beside the async ones)
+            "qzoo_bfloat16_1thread": {"precision": "bfloat16", "threads": 1},
             "qzoo_bfloat16_compiled": {"precision": "bfloat16", "compile": True},
             "qzoo_bfloat16_async": ASYNC,
             "qzoo_bfloat16_async_pinned": {**ASYNC, "pin_threads": True},

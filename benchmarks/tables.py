@@ -21,6 +21,7 @@ import csv
 import glob
 import os
 import re
+import statistics
 import sys
 
 from harness import new_parser, read
@@ -90,8 +91,80 @@ def pqn_atari_curve():
     return out
 
 
+MODES = {"qzoo_bfloat16": "serial, 2 PyTorch threads", "qzoo_bfloat16_1thread": "serial, 1 thread",
+         "qzoo_bfloat16_async_pinned": "async: thread actor", "qzoo_bfloat16_actor_process":
+         "async: process actor", "qzoo_cleanrl_mlp": "serial",
+         "qzoo_cleanrl_mlp_async_pinned": "async: thread actor",
+         "qzoo_cleanrl_mlp_actor_process": "async: process actor"}  # fmt: skip
+
+
+def acting_modes_learner_bound():
+    """The acting modes at the peers' settings, medians of 3 rounds (benchmarks/peers.py)."""
+    medians = [r for r in _lines(os.path.join("acting", "modes.jsonl")) if r["name"] == "peer_median"]
+    out = ["| env | acting | agent steps/s | x serial |", "|---|---|---:|---:|"]
+    for env in ("pong", "cartpole"):
+        rows = [r for r in medians if r["env"] == env]
+        serial = max(r["agent_steps_per_second"] for r in rows if "async" not in r["peer"]
+                     and "process" not in r["peer"])  # fmt: skip
+        for r in rows:
+            value = r["agent_steps_per_second"]
+            out.append(f"| {env} | {MODES[r['peer']]} | {_number(value)} | {value / serial:.2f} |")
+    return out
+
+
+def acting_modes_acting_bound():
+    """The acting modes where acting is the cost (benchmarks/acting.py, replay ratio 0.5):
+    each round's agent steps/s, and the median's ratio to serial's."""
+    lines = [r for r in _lines(os.path.join("acting", "modes.jsonl"))
+             if r["name"] == "acting_steps_per_second"]  # fmt: skip
+    out = ["| envs | acting | worker processes | agent steps/s per round | x serial (medians) |",
+           "|---:|---|---:|---|---:|"]  # fmt: skip
+    names = {"async": "async: thread actor", "process": "async: process actor"}
+    for envs in sorted({r["num_envs"] for r in lines}):
+        here = [r for r in lines if r["num_envs"] == envs]
+        groups = {}
+        for r in here:
+            groups.setdefault((r["acting"], r["actor_workers"]), []).append(r["value"])
+        serial = statistics.median(groups[("serial", 1)])
+        for (mode, workers), values in groups.items():
+            rounds = ", ".join(_number(v) for v in values)
+            ratio = statistics.median(values) / serial
+            out.append(f"| {envs} | {names.get(mode, mode)} | {workers if mode != 'serial' else ''} "
+                       f"| {rounds} | {ratio:.2f} |")  # fmt: skip
+    return out
+
+
+def atari100k_drq_eps_seeds():
+    """DrQ(eps)'s finished Atari-100k runs, per game and seed, against the 100 published
+    runs (benchmarks/results/atari100k/drq_eps/<game>-<seed>/, as `qzoo suite` wrote them)."""
+    from qzoo import data
+    from qzoo.tools.against_published import percentile_rank
+    from qzoo.tools.suite_report import spread
+
+    runs, scores = data.published_runs()["drq_eps"], {}
+    for path in sorted(glob.glob(os.path.join(RESULTS, "atari100k", "drq_eps", "*-*", "DONE"))):
+        game, _, seed = os.path.basename(os.path.dirname(path)).rpartition("-")
+        with open(os.path.join(os.path.dirname(path), "results.csv"), newline="") as f:
+            scores.setdefault(game, {})[int(seed)] = float(list(csv.DictReader(f))[-1]["eval_episode_return"])
+    seeds = sorted({seed for by_seed in scores.values() for seed in by_seed})
+    out = ["| game | " + " | ".join(f"seed {s}" for s in seeds) + " | published mean "
+           "| published 5-95% of runs | percentile ranks among the published runs |",
+           "|---|" + "---:|" * len(seeds) + "---:|---|---|"]  # fmt: skip
+    for game, by_seed in sorted(scores.items()):
+        low, high = spread(runs[game])
+        shown = [_number(by_seed[s], 1 if by_seed[s] < 1000 else 0) if s in by_seed else ""
+                 for s in seeds]  # fmt: skip
+        ranks = ", ".join(f"{percentile_rank(v, runs[game]):.0f}" for _, v in sorted(by_seed.items()))
+        mean = sum(runs[game]) / len(runs[game])
+        out.append(f"| {game} | " + " | ".join(shown) + f" | {_number(mean, 1 if mean < 1000 else 0)} "
+                   f"| {_number(low)}-{_number(high)} | {ranks} |")  # fmt: skip
+    return out
+
+
 TABLES = {"pqn_vs_dqn": pqn_vs_dqn, "pqn_vs_cleanrl": pqn_vs_cleanrl,
-          "pqn_atari_curve": pqn_atari_curve}  # fmt: skip
+          "pqn_atari_curve": pqn_atari_curve, "atari100k_drq_eps_seeds": atari100k_drq_eps_seeds,
+          "acting_modes_learner_bound": acting_modes_learner_bound,
+          "acting_modes_acting_bound": acting_modes_acting_bound}  # fmt: skip
 
 
 def rewrite(text, page):

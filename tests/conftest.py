@@ -16,9 +16,17 @@ if os.environ.get("TORCHINDUCTOR_CACHE_DIR", _OWN_CACHE).startswith(_OWN_CACHE):
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = _OWN_CACHE + worker
 
 import pytest
+import torch
 from helpers import TINY_ARGS
 
 from qzoo.cli.main import main
+
+# One PyTorch thread per test worker (its default is one per core): the suite runs on
+# two workers, often beside a training run, and OpenMP's threads of one process spin
+# waiting for each other while the scheduler runs another's (run/threads.py says why
+# qzoo's own runs size their threads). Tests that need more threads set them.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
 
 # A shell without job control starts a background command with Ctrl-C ignored (POSIX),
 # and a child inherits that: `pytest ... &` from a script would leave every qzoo the

@@ -168,3 +168,18 @@ def episodes(writer, lengths, start=1):
             writer.add(np.full(shape, k % 256, np.uint8), k % 5, float(k % 3) - 1, terminal)
             k += 1
     return k
+
+
+def returns_until(trainer, above):
+    """The evaluation returns of `trainer`'s iterations (iteration 0: untrained), up to
+    the first trained one above `above`: a learning test that passed asks for no more
+    iterations, which keeps the suite's learning tests short when learning is quick."""
+    from qzoo.run.trainer import run
+
+    returns = []
+    for row in run(trainer):
+        returns.append(row["eval_episode_return"])
+        if len(returns) > 1 and returns[-1] > above:
+            trainer.finish()
+            break
+    return returns

@@ -16,7 +16,7 @@ CORE = [
     "learning/learner.py", "learning/objectives.py", "learning/losses.py", "learning/optim.py",
     "replay/frames.py", "replay/samplers.py", "replay/sumtree.py", "replay/replay.py",
     "replay/batch.py", "replay/interfaces.py", "acting/actor.py", "acting/policy.py",
-    "acting/serial.py", "run/updates.py",
+    "acting/serial.py", "acting/lockstep.py", "run/updates.py",
 ]  # fmt: skip
 FAST_PATHS = [
     "qzoo.learning.compiled", "qzoo.learning.captured", "qzoo.learning.prefetched",

@@ -9,17 +9,20 @@ publishes its weights to the actor every --publish-period updates. A `RatioGate`
 (ratio.py) holds the replay ratio both ways: the learner waits when it is ahead, the
 actor when it is ahead (rlpyt's sampler never waits: rlpyt issue #138). Target
 updates are counted in updates (rlpyt): every target-network-update-period x
-updates-per-frame of them. --deterministic runs the same schedule in lockstep, in
-one thread, so that a run is reproducible and resumes bit-identically."""
+updates-per-frame of them. --deterministic runs the same schedule in lockstep in one
+thread (lockstep.py, an option of the serial driver), so that a run is reproducible
+and resumes bit-identically."""
 
 import contextlib
 import copy
 import sys
 import threading
 import time
+from typing import Any
 
 import torch
 
+from qzoo.acting.driver import Progress
 from qzoo.acting.from_config import serial_parts
 from qzoo.acting.pinning import pinned, pinned_cores
 from qzoo.acting.policy import Policy
@@ -41,7 +44,7 @@ class _LockedPolicy(Policy):
     one's. Staged (no `source`): the learner
     copies them into a staging copy, under a lock the actor holds only while it
     copies them out; for a compiled update (its optimizer steps inside the graph) and
-    for lockstep runs (which need exactly the published update's weights)."""
+    on a GPU."""
 
     def __init__(self, network, settings, source=None):
         """`settings`: how it acts (Policy.settings of the policy it stands in for)."""
@@ -135,18 +138,13 @@ class AsyncDriver(SerialDriver):
     step, hence the results of two runs with one seed, and what a resumed run does (a
     checkpoint is written between phases, when both sides are idle; resuming continues
     from it, but the run differs from an uninterrupted one as any two async runs do).
-
-    --deterministic: after each actor step the learner does every update the gate allows
-    (floor of the target), and the actor's weights are refreshed every --publish-period
-    updates and at each phase start (where checkpoints are taken), so a resumed run is
-    bit-identical."""
+    The same schedule without threads, reproducible: lockstep.py (--deterministic)."""
 
     def __init__(self, parts, policy, evaluation):
         learner, config = parts.learner, parts.config
         network = copy.deepcopy(learner.online).requires_grad_(False)
         # On a GPU the weights are always staged: a lock cannot order queued kernels.
-        pulled = (learner.step_lock is not None and not config.deterministic
-                  and learner.device.type != "cuda")  # fmt: skip
+        pulled = learner.step_lock is not None and learner.device.type != "cuda"
         source = (learner.online, learner.step_lock) if pulled else None
         # The factory's policy, acting on the actor's copy of the network.
         self.actor_policy = _LockedPolicy(network, policy.settings(), source)
@@ -177,14 +175,13 @@ class AsyncDriver(SerialDriver):
         if self.gate.consumed % (config.publish_period or 1) == 0:
             self.publish()
 
-    def train_phase(self, num_frames, progress):
+    def train_phase(self, num_frames: int, progress: Progress = None) -> dict:
         updates, config = self.updates, self.config
         self.publish()  # each phase starts from the learner's weights
         self.gate = RatioGate(updates.schedule.updates_per_frame,
                               config.replay_ratio_tolerance)  # fmt: skip
-        if config.deterministic:
-            return self._lockstep(num_frames, progress)
-        lock, errors, result = threading.Lock(), [], {}
+        lock, result = threading.Lock(), {}
+        errors: list[Any] = []  # the actor's error, or None: the learner's stops the actor
         # --pin-threads: the learner on a core of its own, the others on the rest.
         learner_cores, other_cores = (config.pin_threads and pinned_cores()) or (None, None)
         prefetcher = None
@@ -253,21 +250,6 @@ class AsyncDriver(SerialDriver):
             learning = updates.can_learn()
         updates.advance(new_frames)
         return new_frames if learning else 0
-
-    def _lockstep(self, num_frames, progress):
-        updates, gate = self.updates, self.gate
-
-        def on_step(row, new_frames):
-            updates.store(row, new_frames)
-            updates.advance(new_frames)
-            if updates.can_learn():
-                gate.add_collected(new_frames)
-                while gate.consumed + 1 <= gate.target():
-                    self._update(contextlib.nullcontext())
-
-        stats = run_phase(self.actor, num_frames, progress, lambda: updates.frame_t, on_step)
-        stats["learner_wait_fraction"] = 0.0
-        return stats
 
 
 def _on_stream(stream):

@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from qzoo.acting.actor import Actor, EpisodeStats, UnbiasedEwma
+from qzoo.acting.driver import Progress
 from qzoo.acting.from_config import serial_parts
 from qzoo.acting.serial import SerialDriver, run_phase
 from qzoo.replay.batch import Row
@@ -136,7 +137,7 @@ class BatchDriver(SerialDriver):
         super().__init__(**serial_parts(parts, policy, evaluation, BatchActor, batches=True))
         self.parts, self.config = parts, parts.config
 
-    def train_phase(self, num_frames, progress):
+    def train_phase(self, num_frames: int, progress: Progress = None) -> dict:
         updates = self.updates
 
         def on_step(rows, new_frames):

@@ -3,11 +3,13 @@ step (in this process, in worker processes, or ale-py's ready batches), the trai
 actor and the evaluator. The one module of acting/ that the serial driver's parts are
 made by: the actor and the serial driver take typed arguments."""
 
+import copy
 import functools
 from typing import Any
 
 from qzoo import envs
 from qzoo.acting.actor import Acting, Actor, MakeEnv
+from qzoo.acting.lockstep import Lockstep
 from qzoo.acting.policy import Policy
 
 
@@ -58,6 +60,19 @@ def serial_parts(parts: Any, policy: Any, evaluation: Any, actor_class: type = A
     return {"updates": parts.updates, "actor": actor, "evaluator": evaluator,
             "train_epsilon": parts.train_epsilon, "eval_episodes": config.eval_episodes,
             "eval_finish_episodes": config.eval_finish_episodes}  # fmt: skip
+
+
+def lockstep_parts(parts: Any, policy: Any, evaluation: Any) -> dict:
+    """SerialDriver's arguments for --acting async --deterministic (lockstep.py): the
+    training actor acts as `policy` does, on a copy of the online network that the
+    learner republishes every --publish-period updates."""
+    config, learner = parts.config, parts.learner
+    network = copy.deepcopy(learner.online).requires_grad_(False)
+    actor_policy = Policy(network, **policy.settings())
+    lockstep = Lockstep(learner, actor_policy, config.publish_period,
+                        config.replay_ratio_tolerance, config.target_update_tau,
+                        config.batch_size)  # fmt: skip
+    return {**serial_parts(parts, actor_policy, evaluation), "lockstep": lockstep}
 
 
 def evaluation_policy(network: Any, config, num_envs: int):

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from qzoo.acting.actor import Actor
-from qzoo.acting.driver import Driver, mean_epsilon
+from qzoo.acting.driver import Driver, Progress, mean_epsilon
 from qzoo.acting.exploration import epsilon_greedy
 from qzoo.acting.from_config import acting_of, in_process
 from qzoo.acting.policy import Policy
@@ -71,7 +71,7 @@ class PQNDriver(Driver):
         self.learning_rate = LinearSchedule(0, config.iterations * config.train_frames,
                                             config.learning_rate, 0.0)  # fmt: skip
 
-    def train_phase(self, num_frames, progress=None):
+    def train_phase(self, num_frames: int, progress: Progress = None) -> dict:
         """Rollouts until the phase has `num_frames` frames (a whole number of them)."""
         actor, rollout_steps = self.actor, self.config.rollout_steps
         actor.start()
@@ -120,21 +120,21 @@ class PQNDriver(Driver):
                 self.learner.learn(ReturnBatch(s_tm1[part], a_tm1[part], g_t[part]))
                 self.num_updates += 1
 
-    def eval_phase(self, num_frames, progress=None):
+    def eval_phase(self, num_frames: int, progress: Progress = None) -> dict:
         config = self.config
         return evaluate(self.evaluator, num_frames, progress, lambda: self.frame_t,
                         config.eval_episodes, config.eval_finish_episodes)  # fmt: skip
 
-    def epsilon(self, frame_t):
+    def epsilon(self, frame_t: int) -> float:
         return mean_epsilon(self.train_epsilon, frame_t)
 
-    def columns(self, train, stats):
+    def columns(self, train: dict, stats: dict) -> dict:
         columns = super().columns(train, stats)
         return {**columns, "replay_ratio": math.nan}
 
-    def state_dict(self, common):
+    def state_dict(self, common: dict) -> dict:
         return {**common, "pqn_updates": np.array([self.num_updates])}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         self.frame_t = int(state["frame_t"])
         self.num_updates = int(state["pqn_updates"][0])

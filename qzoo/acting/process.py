@@ -29,6 +29,7 @@ import torch
 from qzoo.acting.actor import Actor
 from qzoo.acting.asynchronous import AsyncDriver, note_unpinned, over_the_whole_phase
 from qzoo.acting.batches import BatchActor
+from qzoo.acting.driver import Progress
 from qzoo.acting.from_config import acting_of, env_maker, serial_parts
 from qzoo.acting.pinning import pinned, pinned_cores
 from qzoo.acting.prefetch import Prefetcher
@@ -201,7 +202,7 @@ class ProcessDriver(AsyncDriver):
     def publish(self, wait=False):
         self.weights.write(wait)
 
-    def train_phase(self, num_frames, progress):
+    def train_phase(self, num_frames: int, progress: Progress = None) -> dict:
         config, ring = self.config, self.ring
         self.publish(wait=True)  # each phase starts from the learner's weights
         self.gate = gate = RatioGate(self.updates.schedule.updates_per_frame,

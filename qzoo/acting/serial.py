@@ -8,7 +8,8 @@
                GpuSampler: an action server). Same seeds, same rows as serial.
   alternating  two halves of the workers (alternating.py; rlpyt's AlternatingSampler).
   async        the actor in a thread (asynchronous.py) or a process (process.py) of its
-               own; batches of ready games (batches.py).
+               own; batches of ready games (batches.py). With --deterministic, async's
+               schedule in lockstep in this driver's one thread (lockstep.py).
 
 A driver owns the training actor and the evaluator and reports rlpyt's runner
 diagnostics as results columns: train_updates_per_second (UpdatesPerSecond),
@@ -21,7 +22,8 @@ from typing import Any
 
 from qzoo.acting import recurrent_policy
 from qzoo.acting.actor import Actor
-from qzoo.acting.driver import Driver, UpdateBook, mean_epsilon
+from qzoo.acting.driver import Driver, Progress, UpdateBook, mean_epsilon
+from qzoo.acting.lockstep import Lockstep
 
 
 def run_episodes(actor, progress, frame_t):
@@ -78,44 +80,55 @@ class SerialDriver(Driver):
 
     def __init__(self, updates: UpdateBook, actor: Actor, evaluator: Actor,
                  train_epsilon: Callable[[int], Any], eval_episodes: int = 0,
-                 eval_finish_episodes: bool = False) -> None:  # fmt: skip
+                 eval_finish_episodes: bool = False, lockstep: Lockstep | None = None) -> None:  # fmt: skip
         """`actor` trains, with the epsilon `train_epsilon(frame_t)`; `evaluator`
         evaluates (their policies differ with deep exploration and R2D1's recurrent
         states); `eval_episodes` > 0: an evaluation plays that many episodes, one per
         environment, else its frames, and with `eval_finish_episodes` the episodes
-        under way at its end (acting/from_config.py's serial_parts makes these)."""
+        under way at its end (acting/from_config.py's serial_parts makes these).
+        `lockstep`: learn on async acting's schedule (lockstep.py) instead of DQN Zoo's
+        updates due every so many frames."""
         self.updates, self.actor, self.evaluator = updates, actor, evaluator
         self.train_epsilon = train_epsilon
         self.eval_episodes, self.eval_finish_episodes = eval_episodes, eval_finish_episodes
+        self.lockstep = lockstep
 
     @property
     def frame_t(self):
         return self.updates.frame_t
 
-    def train_phase(self, num_frames, progress=None):
-        updates = self.updates
+    def train_phase(self, num_frames: int, progress: Progress = None) -> dict:
+        updates, lockstep = self.updates, self.lockstep
+        if lockstep is not None:
+            lockstep.start(updates)
 
         def on_step(row, new_frames):
             updates.store(row, new_frames)
+            if lockstep is not None:
+                lockstep.learn(updates, new_frames)
+                return
             updates.learn_due(updates.frame_t, updates.frame_t + new_frames)
             updates.advance(new_frames)
 
-        return run_phase(self.actor, num_frames, progress, lambda: updates.frame_t, on_step)
+        stats = run_phase(self.actor, num_frames, progress, lambda: updates.frame_t, on_step)
+        if lockstep is not None:
+            stats["learner_wait_fraction"] = 0.0  # the learner never waits in one thread
+        return stats
 
-    def eval_phase(self, num_frames, progress=None):
+    def eval_phase(self, num_frames: int, progress: Progress = None) -> dict:
         """Acts for `num_frames` frames (with --eval-episodes, until that many episodes
         end, one per environment; with --eval-finish-episodes, until the episodes under
         way at `num_frames` end) with the evaluation epsilon; learns nothing."""
         return evaluate(self.evaluator, num_frames, progress, lambda: self.updates.frame_t,
                         self.eval_episodes, self.eval_finish_episodes)  # fmt: skip
 
-    def epsilon(self, frame_t):
+    def epsilon(self, frame_t: int) -> float:
         return mean_epsilon(self.train_epsilon, frame_t)
 
-    def prioritized_columns(self):
+    def prioritized_columns(self) -> dict:
         return self.updates.prioritized_columns()
 
-    def columns(self, train, stats):
+    def columns(self, train: dict, stats: dict) -> dict:
         """rlpyt's runner diagnostics for the results row (module docstring)."""
         updates, duration = self.updates, train.get("duration", math.nan)
         collected = updates.transitions_collected
@@ -125,17 +138,17 @@ class SerialDriver(Driver):
             "learner_wait_fraction": train.get("learner_wait_fraction", math.nan),
         }
 
-    def state_dict(self, common):
+    def state_dict(self, common: dict) -> dict:
         """R2D1's recurrent states first (as always), the trainer's part, then replay,
         the replay log and the counters."""
         return {**recurrent_policy.states(self), **common, **self.updates.state_dict()}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         self.updates.load_state_dict(state)
         recurrent_policy.load_states(self, state)
 
-    def check(self):
+    def check(self) -> None:
         self.updates.check()
 
-    def close(self):
+    def close(self) -> None:
         self.updates.close()

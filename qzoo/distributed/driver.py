@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from qzoo.acting.driver import Driver
+from qzoo.acting.driver import Driver, Progress
 from qzoo.acting.ratio import updates_per_frame
 from qzoo.acting.schedule import importance_sampling_schedule
 from qzoo.distributed.cluster import Faults, lost_errors
@@ -241,7 +241,7 @@ class RayDriver(Driver):
         return True
 
     # ---- phases (Trainer.run_iteration calls them) -----------------------------
-    def train_phase(self, num_frames, progress=None):
+    def train_phase(self, num_frames: int, progress: Progress = None) -> dict:
         """Until iteration x train_frames frames are collected (frames collected while the
         previous evaluation ran count too); the phase's statistics."""
         # Rates over the time since the last training phase ended: the actors went on
@@ -270,7 +270,7 @@ class RayDriver(Driver):
         """Acts and learns, the replay ratio held, until `frame` frames are collected."""
         self._pump(lambda: self.frame_t >= frame)
 
-    def eval_phase(self, num_frames, progress=None):
+    def eval_phase(self, num_frames: int, progress: Progress = None) -> dict:
         """The evaluator plays `num_frames` frames with the newest weights while actors
         and learner go on."""
         import ray
@@ -300,11 +300,11 @@ class RayDriver(Driver):
             self.waited,
         )
 
-    def epsilon(self, frame_t):
+    def epsilon(self, frame_t: int) -> float:
         """results.csv's train_exploration_epsilon: the mean of the fixed epsilons."""
         return float(np.mean(self.epsilons))
 
-    def extra_columns(self):
+    def extra_columns(self) -> dict:
         """The Ray run's rates over the iteration (train and evaluation), the realised
         replay ratio and the restarts so far."""
         row = {}
@@ -328,7 +328,7 @@ class RayDriver(Driver):
         })  # fmt: skip
         return row
 
-    def prioritized_columns(self):
+    def prioritized_columns(self) -> dict:
         if not self.config.prioritized:
             return {}
         return {
@@ -337,7 +337,7 @@ class RayDriver(Driver):
         }
 
     # ---- checkpointing and the end ---------------------------------------------
-    def state_dict(self, common):
+    def state_dict(self, common: dict) -> dict:
         """The trainer's part; the replay is every shard's (unless
         --no-checkpoint-replay), and the Ray loop's counters."""
         replay = None
@@ -359,7 +359,7 @@ class RayDriver(Driver):
                 self.faults.lost("replay shard", k, e)
                 time.sleep(0.5)
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         import ray
 
         self.frame_t = int(state["frame_t"])
@@ -378,7 +378,7 @@ class RayDriver(Driver):
         self._last = self._snapshot()
         self._publish()
 
-    def close(self):
+    def close(self) -> None:
         """Stops the run's Ray actors (a local Ray instance ends with this process)."""
         import ray
 

@@ -22,6 +22,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from qzoo.acting.driver import Progress
 from qzoo.distributed.cluster import Faults, lost_errors
 from qzoo.distributed.dataset_shards import DatasetShard, data_rows, split
 from qzoo.distributed.workers import EvalWorker, to_numpy
@@ -198,7 +199,7 @@ class OfflineRayDriver(OfflineDriver):
         self._dataset = dataset
         return dataset
 
-    def train_phase(self, num_frames, progress=None):
+    def train_phase(self, num_frames: int, progress: Progress = None) -> dict:
         # With --offline-reload the phase opens a new dataset (waited from 0): count
         # only the wait of the dataset the phase sampled.
         before = self._dataset
@@ -207,7 +208,7 @@ class OfflineRayDriver(OfflineDriver):
         train["learner_wait_fraction"] = waited / train["duration"]
         return train
 
-    def eval_phase(self, num_frames, progress=None):
+    def eval_phase(self, num_frames: int, progress: Progress = None) -> dict:
         """The evaluator plays `num_frames` frames with the learner's weights."""
         import ray
 
@@ -218,7 +219,7 @@ class OfflineRayDriver(OfflineDriver):
             progress(num_frames, SimpleNamespace(completed=[]))
         return stats
 
-    def columns(self, train, stats):
+    def columns(self, train: dict, stats: dict) -> dict:
         duration = train.get("duration", math.nan)
         return {
             "train_updates_per_second": stats["num_updates"] / duration if duration else math.nan,
@@ -229,7 +230,7 @@ class OfflineRayDriver(OfflineDriver):
     def _snapshot(self):
         return time.perf_counter(), self.updates.transitions_sampled // self.config.batch_size
 
-    def extra_columns(self):
+    def extra_columns(self) -> dict:
         """The learner's rates over the iteration (training and evaluation) and the
         shards' restarts so far."""
         now = self._snapshot()
@@ -241,7 +242,7 @@ class OfflineRayDriver(OfflineDriver):
             "replay_shard_restarts": self.faults.restarts["replay shard"],
         }
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         # New draws for the resumed run (its start would otherwise draw the batches the
         # run's first iterations drew); the prefetched ones are dropped.
@@ -250,7 +251,7 @@ class OfflineRayDriver(OfflineDriver):
         self._dataset.rng = self.picks
         self._last = self._snapshot()
 
-    def close(self):
+    def close(self) -> None:
         """Stops the run's Ray actors (a local Ray instance ends with this process)."""
         import ray
 

@@ -15,7 +15,7 @@ network application draws its own noise and taus, in DQN Zoo's order: online at
 s_tm1, target at s_t, then the selector at s_t (REM draws its mixture first).
 """
 
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 import torch
 from torch import nn
@@ -95,7 +95,8 @@ class QLearning:
         self.double_q, self.grad_error_bound = double_q, grad_error_bound
         self.cql_alpha = cql_alpha
 
-    def __call__(self, online, target, batch, generator):
+    def __call__(self, online: nn.Module, target: nn.Module, batch: Any,
+                 generator: Any) -> LossOutput:  # fmt: skip
         out_tm1, q_t, selector = _forward(online, target, batch, generator, "q_values",
                                           "q_values", self.double_q)  # fmt: skip
         args = (out_tm1.q_values, batch.a_tm1, batch.r_t, batch.discount_t, q_t)
@@ -122,7 +123,8 @@ class EnsembleQLearning:
         self.double_q, self.grad_error_bound = double_q, grad_error_bound
         self.cql_alpha = cql_alpha
 
-    def __call__(self, online, target, batch, generator):
+    def __call__(self, online: nn.Module, target: nn.Module, batch: Any,
+                 generator: Any) -> LossOutput:  # fmt: skip
         out_tm1, q_t, selector = _forward(online, target, batch, generator, "q_heads",
                                           "q_heads", self.double_q)  # fmt: skip
         td = losses.multi_head_q_learning(
@@ -151,7 +153,8 @@ class REMQLearning:
         self.num_heads, self.double_q = num_heads, double_q
         self.grad_error_bound, self.cql_alpha = grad_error_bound, cql_alpha
 
-    def __call__(self, online, target, batch, generator):
+    def __call__(self, online: nn.Module, target: nn.Module, batch: Any,
+                 generator: Any) -> LossOutput:  # fmt: skip
         device = batch.s_tm1.device
         alpha = random_convex_combination(self.num_heads, generator=generator, device=device)
         out_tm1, q_t, selector = _forward(online, target, batch, generator, "q_heads",
@@ -173,8 +176,9 @@ class CategoricalQLearning:
     def __init__(self, double_q=False, cql_alpha=0.0):
         self.double_q, self.cql_alpha = double_q, cql_alpha
 
-    def __call__(self, online, target, batch, generator):
-        atoms = online.support
+    def __call__(self, online: nn.Module, target: nn.Module, batch: Any,
+                 generator: Any) -> LossOutput:  # fmt: skip
+        atoms = cast(torch.Tensor, online.support)  # a buffer of the network
         out_tm1, logits_t, selector = _forward(online, target, batch, generator, "q_logits",
                                                "q_values", self.double_q)  # fmt: skip
         args = (atoms, out_tm1.q_logits, batch.a_tm1, batch.r_t, batch.discount_t, atoms, logits_t)
@@ -199,7 +203,8 @@ class QuantileQLearning:
         self.num_quantiles, self.huber_param, self.double_q = num_quantiles, huber_param, double_q
         self.cql_alpha = cql_alpha
 
-    def __call__(self, online, target, batch, generator):
+    def __call__(self, online: nn.Module, target: nn.Module, batch: Any,
+                 generator: Any) -> LossOutput:  # fmt: skip
         n = self.num_quantiles
         out_tm1 = online(batch.s_tm1, generator=generator)
         with torch.no_grad():
@@ -225,7 +230,8 @@ class ImplicitQuantileQLearning:
         self.num_tm1, self.num_t, self.num_policy = num_tm1, num_t, num_policy
         self.huber_param, self.double_q, self.cql_alpha = huber_param, double_q, cql_alpha
 
-    def __call__(self, online, target, batch, generator):
+    def __call__(self, online: nn.Module, target: nn.Module, batch: Any,
+                 generator: Any) -> LossOutput:  # fmt: skip
         size, device = len(batch.a_tm1), batch.s_tm1.device
 
         def taus(n):
@@ -269,7 +275,8 @@ class R2D1SequenceLearning:
     def __init__(self, burn_in, double_q, eps, eta):
         self.burn_in, self.double_q, self.eps, self.eta = burn_in, double_q, eps, eta
 
-    def __call__(self, online, target, batch, generator):
+    def __call__(self, online: nn.Module, target: nn.Module, batch: Any,
+                 generator: Any) -> LossOutput:  # fmt: skip
         from qzoo.replay.sequences import stacked_observations
 
         w, steps = self.burn_in, batch.action.shape[0]
@@ -318,7 +325,8 @@ class QRegression:
     def __init__(self, loss="l2"):
         self.loss = loss
 
-    def __call__(self, online, target, batch, generator):
+    def __call__(self, online: nn.Module, target: nn.Module, batch: Any,
+                 generator: Any) -> LossOutput:  # fmt: skip
         q_tm1 = _q_taken(online(batch.s_tm1, generator=generator), batch.a_tm1)
         td = batch.g_t - q_tm1
         loss = losses.l2_loss(td) if self.loss == "l2" else td.square()

@@ -5,6 +5,10 @@ made for that very tensor (the same network and input, so the same values)."""
 
 from typing import Any
 
+from torch import nn
+
+from qzoo.learning.objectives import LossOutput
+
 
 class PrefetchedTargets:
     """An objective whose target network's pass at a batch's s_t is answered from
@@ -23,10 +27,12 @@ class PrefetchedTargets:
         found = self._known.get(id(s_t))
         return found[1] if found is not None and found[0] is s_t else None
 
-    def __call__(self, online, target, batch, generator):
+    def __call__(self, online: nn.Module, target: nn.Module, batch: Any,
+                 generator: Any) -> LossOutput:  # fmt: skip
         known = self._known.pop(id(batch.s_t), None)
         if known is not None and known[0] is batch.s_t:
-            target = _Answered(target, batch.s_t, known[1])
+            answered = _Answered(target, batch.s_t, known[1])
+            return self.objective(online, answered, batch, generator)
         return self.objective(online, target, batch, generator)
 
     def __getattr__(self, name):  # the objective's own attributes (e.g. its kind)

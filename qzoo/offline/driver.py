@@ -13,6 +13,7 @@ import sys
 import time
 
 from qzoo.acting.actor import EpisodeStats
+from qzoo.acting.driver import Progress
 from qzoo.acting.from_config import serial_parts
 from qzoo.acting.serial import SerialDriver
 from qzoo.data import atari_py_rom_md5
@@ -70,7 +71,7 @@ class OfflineDriver(SerialDriver):
         self.open_dataset = open_dataset or local_dataset(parts)
         self.updates.use_replay(self.open_dataset(None))
 
-    def train_phase(self, num_frames, progress=None):
+    def train_phase(self, num_frames: int, progress: Progress = None) -> dict:
         config, updates = self.config, self.updates
         if config.offline_reload:  # batch_rl reloads N random checkpoints every iteration
             found = dataset_suffixes(config.offline, config.offline_checkpoints)
@@ -90,5 +91,5 @@ class OfflineDriver(SerialDriver):
                 "frame_rate": frames / duration, "steps_per_second": math.nan,
                 "duration": duration}  # fmt: skip
 
-    def epsilon(self, frame_t):
+    def epsilon(self, frame_t: int) -> float:
         return math.nan  # no acting

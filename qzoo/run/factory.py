@@ -165,13 +165,15 @@ def make_driver(parts, policy, evaluation):
         from qzoo.acting.batches import BatchDriver
 
         return BatchDriver(parts, policy, evaluation)
+    from qzoo.acting.from_config import lockstep_parts, serial_parts
+    from qzoo.acting.serial import SerialDriver
+
+    if config.acting == "async" and config.deterministic:  # async's schedule, one thread
+        return SerialDriver(**lockstep_parts(parts, policy, evaluation))
     if config.acting == "async":
         from qzoo.acting.asynchronous import AsyncDriver
 
         return AsyncDriver(parts, policy, evaluation)
-    from qzoo.acting.from_config import serial_parts
-    from qzoo.acting.serial import SerialDriver
-
     if config.acting == "alternating":
         from qzoo.acting.alternating import AlternatingActor
 

@@ -7,7 +7,8 @@ qzoo/data/atari100k (see its README.md for their sources):
 - per agent and game: qzoo's final score (the last results.csv row's eval return, and
   its number of episodes) of each finished run; the published mean; where per-run
   scores were published (drq_eps: 100 runs), the 5th-95th percentile range of the run
-  scores and whether each qzoo run lies within it;
+  scores, whether each qzoo run lies within it and its percentile rank among them, and
+  whether qzoo's runs can be told from the published ones (against_published.py);
 - per agent, over the games with finished runs: the human-normalized IQM, median and
   mean with 95% stratified bootstrap intervals (qzoo compare's statistics, stats.py),
   beside the same statistics of the published data on the same games (drq_eps: its 100
@@ -29,8 +30,8 @@ import numpy as np
 from qzoo.configuration import option
 from qzoo.configuration.values import Int, Text
 from qzoo.errors import UserError
+from qzoo.tools import against_published, stats
 from qzoo.tools import args as args_lib
-from qzoo.tools import stats
 
 LOW, HIGH = 5, 95  # the published spread: these percentiles of the run scores
 METRICS = ("iqm", "median", "mean")
@@ -237,13 +238,13 @@ def agent_section(agent, entries, games, reps, rng):
     lines += [
         (
             f"| game | finished runs | qzoo score (seed: score) | episodes | published mean | "
-            f"published {LOW}-{HIGH}% of runs | within the published spread | qzoo normalized "
-            "| published normalized |"
+            f"published {LOW}-{HIGH}% of runs | within the published spread | percentile rank "
+            "among the published runs | qzoo normalized | published normalized |"
         ),
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     shown_games = list(dict.fromkeys([e.game for e in entries] + list(games or [])))
-    scored = {}  # game: [normalized qzoo scores]
+    scored, raw = {}, {}  # game: [normalized qzoo scores], [qzoo scores]
     for game in sorted(shown_games):
         done = [e for e in finished if e.game == game]
         all_runs = [e for e in entries if e.game == game]
@@ -255,9 +256,13 @@ def agent_section(agent, entries, games, reps, rng):
             if len(done) > 1:
                 shown = f"{_number(float(np.mean(scores)))} ({shown})"
             episodes = ", ".join(str(n) for n in sorted({e.episodes for e in done if e.episodes}))
+            ranks = "n/a"
             if band is None:
                 inside = "n/a (no per-run data)" if mean is not None else "n/a"
             else:
+                raw[game] = scores
+                ranks = ", ".join(f"{e.seed}: {against_published.percentile_rank(e.score, runs[game]):.0f}"
+                                  for e in done)  # fmt: skip
                 hits = sum(within(s, band) for s in scores)
                 inside = ("yes" if hits else "no") if len(done) == 1 else f"{hits} of {len(done)}"
             norms = [normalized(game, s) for s in scores]
@@ -267,12 +272,12 @@ def agent_section(agent, entries, games, reps, rng):
         else:
             shown = "not scored: " + ("; ".join(f"seed {e.seed} {e.status}" for e in all_runs)
                                       if all_runs else "no run")  # fmt: skip
-            episodes, inside, qzoo_norm = "", "", ""
+            episodes, inside, ranks, qzoo_norm = "", "", "", ""
         band_text = f"{_number(band[0])} to {_number(band[1])}" if band else "n/a"
         pub_norm = _number(normalized(game, mean)) if mean is not None else "n/a"
         lines.append(
             f"| {game} | {len(done)} of {len(all_runs)} | {shown} | {episodes} | "
-            f"{_number(mean)} | {band_text} | {inside} | {qzoo_norm} | {pub_norm} |"
+            f"{_number(mean)} | {band_text} | {inside} | {ranks} | {qzoo_norm} | {pub_norm} |"
         )
     unfinished = [e for e in entries if not e.finished]
     no_run = [g for g in shown_games if not any(e.game == g for e in entries)]
@@ -283,6 +288,8 @@ def agent_section(agent, entries, games, reps, rng):
     )
     lines += ["", counts, ""]
     lines += aggregate_lines(agent, scored, means, runs, reps, rng)
+    if raw:
+        lines += against_published.report_lines(agent, raw, runs, sorted(raw), reps, rng)
     if sources:
         lines += ["Published scores: " + "; ".join(sources) + ".", ""]
     lines += [f"![{agent} learning curves](curves-{agent}.png)", ""]

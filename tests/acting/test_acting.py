@@ -286,6 +286,35 @@ def test_ratio_gate_lets_exactly_one_side_go_when_the_other_is_ahead():
     assert not gate.learner_may_go()
 
 
+def test_lockstep_is_asyncs_schedule_in_the_serial_drivers_one_thread(monkeypatch):
+    """--acting async --deterministic: the serial driver with a Lockstep; no thread is
+    started, every update the gate allows is done, and the actor's copy gets the
+    learner's weights at each phase start and every --publish-period updates."""
+    from qzoo.acting.serial import SerialDriver
+
+    trainer = Trainer(cartpole(acting="async", deterministic=True, publish_period=5))
+    driver, learner = trainer.driver, trainer.learner
+    assert type(driver) is SerialDriver and driver.lockstep is not None
+    lockstep, batch = driver.lockstep, trainer.config.batch_size
+    published, start = [], lockstep.publish
+
+    def publish():
+        published.append(trainer.updates.transitions_sampled // batch)
+        start()
+
+    monkeypatch.setattr(lockstep, "publish", publish)
+    monkeypatch.setattr(threading.Thread, "start", lambda self: pytest.fail("a thread"))
+    trainer.run_iteration()  # iteration 0 evaluates only (DQN Zoo)
+    trainer.run_iteration()
+    done = trainer.updates.transitions_sampled // batch
+    gate = lockstep.gate
+    assert done == gate.consumed == int(gate.target()) > 10  # all the gate allows
+    assert published == [0, *range(5, done + 1, 5)]
+    copy, online = lockstep.actor_policy.network.state_dict(), learner.online.state_dict()
+    same = all(torch.equal(copy[k], online[k]) for k in online)
+    assert same == (done % 5 == 0)  # the copy lags by the updates since the last one
+
+
 @pytest.mark.parametrize("options", [
     {"acting": "async", "deterministic": True, "publish_period": 5},
     {"acting": "alternating", "actor_workers": 2},

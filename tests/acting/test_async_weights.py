@@ -85,7 +85,6 @@ def test_pulled_the_actor_copies_the_newest_weights_and_never_during_a_step():
 
 @pytest.mark.parametrize("options, pulled", [
     ({"acting": "async"}, True),
-    ({"acting": "async", "deterministic": True}, False),  # exactly the published weights
     ({"acting": "async", "compile": True}, False),  # the step is inside the graph
 ])  # fmt: skip
 def test_async_pulls_weights_from_an_eager_learner_and_stages_them_otherwise(options, pulled):

@@ -1,6 +1,7 @@
 """Learning tests, one per preset: each fails when that agent does not learn.
 
-CartPole-v1 with qzoo's small-environment defaults, 2 iterations of 10,000 frames.
+CartPole-v1 with qzoo's small-environment defaults, 2 iterations of 10,000 frames (a
+test that passes after the first stops there).
 A random policy averages about 22 and the untrained greedy network about 9; broken
 learning stays there, while every agent here passes 100 (see BENCHMARKS.md for
 seeds and curves). QR-DQN and IQN
@@ -11,9 +12,10 @@ networks; batch_rl's offline presets have 200 heads on one torso).
 """
 
 import pytest
+from helpers import returns_until
 
 from qzoo.configuration import build_config
-from qzoo.run.trainer import Trainer, run
+from qzoo.run.trainer import Trainer
 
 SMALLER = {
     "qrdqn": {"num_quantiles": "32"},
@@ -30,8 +32,7 @@ SMALLER = {
 def test_learns_cartpole(agent):
     options = {"env": "CartPole-v1", "iterations": "2", "eval_frames": "2000", "seed": "1",
                **SMALLER.get(agent, {})}  # fmt: skip
-    rows = list(run(Trainer(build_config(agent, options))))
-    returns = [row["eval_episode_return"] for row in rows]
+    returns = returns_until(Trainer(build_config(agent, options)), 100)
     assert returns[0] < 40, returns  # the untrained network
     assert max(returns[1:]) > 100, returns
 
@@ -42,6 +43,6 @@ def test_learns_cartpole_in_bfloat16():
     learns as the float32 one does. Budget 60 s (15 s on the 2-core dev machine)."""
     options = {"env": "CartPole-v1", "iterations": "2", "eval_frames": "2000", "seed": "1",
                "precision": "bfloat16"}  # fmt: skip
-    returns = [row["eval_episode_return"] for row in run(Trainer(build_config("dqn", options)))]
+    returns = returns_until(Trainer(build_config("dqn", options)), 100)
     assert returns[0] < 40, returns
     assert max(returns[1:]) > 100, returns

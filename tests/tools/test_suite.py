@@ -362,8 +362,11 @@ def test_report_from_fake_run_folders(tmp_path, capsys):
     assert rows["pong"].startswith("| pong | 1 of 1 | 1: -9.057 | 100 | -9.057 | -19.02 to 11.3 "
                                    "| yes |")  # fmt: skip
     assert rows["breakout"].startswith(
-        "| breakout | 1 of 1 | 1: 1000 | 100 | 19.76 | 12.59 to 29.24 | no |"
+        "| breakout | 1 of 1 | 1: 1000 | 100 | 19.76 | 12.59 to 29.24 | no | 1: 100 |"
     )
+    pong_runs = np.asarray(data.published_runs()["drq_eps"]["pong"])
+    below = np.mean(pong_runs < -9.057) + 0.5 * np.mean(pong_runs == -9.057)
+    assert f"| yes | 1: {100 * below:.0f} |" in rows["pong"]
     assert "not scored: seed 1 unfinished: iteration 1 of 2" in rows["alien"]
     assert "| amidar | 0 of 0 | not scored: no run |" in rows["amidar"]
     # Two games, one run each: pooled n = 2, nothing cut, so IQM = median = mean of
@@ -376,4 +379,7 @@ def test_report_from_fake_run_folders(tmp_path, capsys):
                  for g in ("breakout", "pong")]  # fmt: skip
     assert f"| {stats.iqm(published):.3f} [" in rows["IQM"]
     assert "over the 2 games with finished runs (breakout, pong)" in md
+    # P(qzoo > published): Breakout's run beats all 100, Pong's `below` of them.
+    assert "(2 qzoo runs on 2 games, 200 resamples and relabellings)" in md
+    assert f"averaged over games: {(1 + below) / 2:.3f} [" in md
     assert os.path.getsize(os.path.join(out, "curves-drq_eps.png")) > 10_000

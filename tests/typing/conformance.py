@@ -5,12 +5,24 @@ ones the factory makes."""
 from qzoo.acting.asynchronous import AsyncDriver
 from qzoo.acting.batches import BatchDriver
 from qzoo.acting.driver import Driver, UpdateBook
+from qzoo.acting.pqn import PQNDriver
 from qzoo.acting.process import ProcessDriver
 from qzoo.acting.serial import SerialDriver
 from qzoo.distributed.driver import RayDriver
 from qzoo.distributed.offline import OfflineRayDriver
 from qzoo.learning.from_config import OBJECTIVES
-from qzoo.learning.objectives import Objective
+from qzoo.learning.objectives import (
+    CategoricalQLearning,
+    EnsembleQLearning,
+    ImplicitQuantileQLearning,
+    Objective,
+    QLearning,
+    QRegression,
+    QuantileQLearning,
+    R2D1SequenceLearning,
+    REMQLearning,
+)
+from qzoo.learning.prefetched import PrefetchedTargets
 from qzoo.offline.driver import OfflineDriver
 from qzoo.offline.storage import CheckpointPerBatchSampler, DatasetStorage
 from qzoo.replay.compressed import CompressedFrameStorage
@@ -39,8 +51,9 @@ def samplers(a: UniformSampler, b: PrioritizedSampler, c: DeviceUniformSampler,
 
 
 def drivers(a: SerialDriver, b: AsyncDriver, c: ProcessDriver, d: BatchDriver,
-            e: OfflineDriver, f: RayDriver, g: OfflineRayDriver) -> list[Driver]:  # fmt: skip
-    return [a, b, c, d, e, f, g]
+            e: OfflineDriver, f: RayDriver, g: OfflineRayDriver,
+            h: PQNDriver) -> list[Driver]:  # fmt: skip
+    return [a, b, c, d, e, f, g, h]
 
 
 def bookkeeping(updates: Updates) -> UpdateBook:
@@ -49,3 +62,10 @@ def bookkeeping(updates: Updates) -> UpdateBook:
 
 def objectives(config: object) -> list[Objective]:
     return [make(config) for make in OBJECTIVES.values()]
+
+
+def objective_classes(a: QLearning, b: EnsembleQLearning, c: REMQLearning,
+                      d: CategoricalQLearning, e: QuantileQLearning,
+                      f: ImplicitQuantileQLearning, g: R2D1SequenceLearning, h: QRegression,
+                      i: PrefetchedTargets) -> list[Objective]:  # fmt: skip
+    return [a, b, c, d, e, f, g, h, i]
