@@ -83,6 +83,12 @@ PONG = [
     "4",
 ]
 
+def _without(argv, option):
+    """`argv` without `option` and its value."""
+    at = argv.index(option)
+    return [*argv[:at], *argv[at + 2 :]]
+
+
 RUNS = {
     **{
         f"{agent}_cartpole": [agent, *CARTPOLE]
@@ -101,9 +107,11 @@ RUNS = {
             "r2d1",
         )
     },
+    # --eval-frames has no effect beside --eval-episodes, and is refused there (since
+    # issue 34): the same run without it.
     "drq_eps_minatar_shift": [
         "drq_eps",
-        *MINATAR,
+        *_without(MINATAR, "--eval-frames"),
         "--augmentation",
         "shift_intensity",
         "--eval-episodes",
