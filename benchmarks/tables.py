@@ -99,13 +99,14 @@ MODES = {"qzoo_bfloat16": "serial, 2 PyTorch threads", "qzoo_bfloat16_1thread": 
 
 
 def acting_modes_learner_bound():
-    """The acting modes at the peers' settings, medians of 3 rounds (benchmarks/peers.py)."""
+    """The acting modes at the peers' settings, medians of 3 rounds (benchmarks/peers.py),
+    against serial on 2 threads (Pong) or 1 (CartPole)."""
     medians = [r for r in _lines(os.path.join("acting", "modes.jsonl")) if r["name"] == "peer_median"]
     out = ["| env | acting | agent steps/s | x serial |", "|---|---|---:|---:|"]
     for env in ("pong", "cartpole"):
         rows = [r for r in medians if r["env"] == env]
-        serial = max(r["agent_steps_per_second"] for r in rows if "async" not in r["peer"]
-                     and "process" not in r["peer"])  # fmt: skip
+        baseline = {"pong": "qzoo_bfloat16", "cartpole": "qzoo_cleanrl_mlp"}[env]
+        serial = next(r["agent_steps_per_second"] for r in rows if r["peer"] == baseline)
         for r in rows:
             value = r["agent_steps_per_second"]
             out.append(f"| {env} | {MODES[r['peer']]} | {_number(value)} | {value / serial:.2f} |")
