@@ -140,13 +140,12 @@ def atari100k_drq_eps_seeds():
     runs (benchmarks/results/atari100k/drq_eps/<game>-<seed>/, as `qzoo suite` wrote them)."""
     from qzoo import data
     from qzoo.tools.against_published import percentile_rank
-    from qzoo.tools.suite_report import spread
+    from qzoo.tools.suite_report import collect, spread
 
     runs, scores = data.published_runs()["drq_eps"], {}
-    for path in sorted(glob.glob(os.path.join(RESULTS, "atari100k", "drq_eps", "*-*", "DONE"))):
-        game, _, seed = os.path.basename(os.path.dirname(path)).rpartition("-")
-        with open(os.path.join(os.path.dirname(path), "results.csv"), newline="") as f:
-            scores.setdefault(game, {})[int(seed)] = float(list(csv.DictReader(f))[-1]["eval_episode_return"])
+    for run in collect(os.path.join(RESULTS, "atari100k"), ["drq_eps"]):  # as the report reads them
+        if run.finished:
+            scores.setdefault(run.game, {})[run.seed] = run.score
     seeds = sorted({seed for by_seed in scores.values() for seed in by_seed})
     out = ["| game | " + " | ".join(f"seed {s}" for s in seeds) + " | published mean "
            "| published 5-95% of runs | percentile ranks among the published runs |",

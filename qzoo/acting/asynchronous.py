@@ -27,7 +27,7 @@ from qzoo.acting.from_config import serial_parts
 from qzoo.acting.pinning import pinned, pinned_cores
 from qzoo.acting.policy import Policy
 from qzoo.acting.prefetch import Prefetcher
-from qzoo.acting.ratio import RatioGate
+from qzoo.acting.ratio import RatioGate, gated_update
 from qzoo.acting.serial import SerialDriver, run_phase
 
 
@@ -165,15 +165,11 @@ class AsyncDriver(SerialDriver):
     def _update(self, lock, prefetcher=None):
         """One learner update (on the prefetcher's batch when there is one), the
         target update when due, and publishing."""
-        updates, config, learner = self.updates, self.config, self.parts.learner
-        before = updates.transitions_sampled // config.batch_size
-        updates.learn_once(lock, prefetcher.get() if prefetcher else None)
-        self.gate.add_consumed(1)
-        if updates.schedule.target_due_after(before, before + 1):
-            update = prefetcher.update_target if prefetcher else learner.update_target
-            update(config.target_update_tau)
-        if self.gate.consumed % (config.publish_period or 1) == 0:
-            self.publish()
+        config = self.config
+        update = prefetcher.update_target if prefetcher else self.parts.learner.update_target
+        gated_update(self.updates, self.gate, lambda: update(config.target_update_tau),
+                     self.publish, config.publish_period, lock,
+                     prefetcher.get() if prefetcher else None)  # fmt: skip
 
     def train_phase(self, num_frames: int, progress: Progress = None) -> dict:
         updates, config = self.updates, self.config

@@ -70,8 +70,7 @@ def lockstep_parts(parts: Any, policy: Any, evaluation: Any) -> dict:
     network = copy.deepcopy(learner.online).requires_grad_(False)
     actor_policy = Policy(network, **policy.settings())
     lockstep = Lockstep(learner, actor_policy, config.publish_period,
-                        config.replay_ratio_tolerance, config.target_update_tau,
-                        config.batch_size)  # fmt: skip
+                        config.replay_ratio_tolerance, config.target_update_tau)  # fmt: skip
     return {**serial_parts(parts, actor_policy, evaluation), "lockstep": lockstep}
 
 

@@ -13,21 +13,21 @@ import contextlib
 from typing import Any
 
 from qzoo.acting.policy import Policy
-from qzoo.acting.ratio import RatioGate
+from qzoo.acting.ratio import RatioGate, gated_update
 
 
 class Lockstep:
     """After each stored row, the updates the gate allows (the floor of the target)."""
 
     def __init__(self, learner: Any, actor_policy: Policy, publish_period: int,
-                 ratio_tolerance: float, target_update_tau: float, batch_size: int) -> None:  # fmt: skip
+                 ratio_tolerance: float, target_update_tau: float) -> None:  # fmt: skip
         """`learner`: its online network is published to `actor_policy` (which acts on
         a copy of it); `publish_period` updates between publications (0: every
         update); `ratio_tolerance` and `target_update_tau` as --replay-ratio-tolerance
-        and --target-update-tau; `batch_size` counts updates from sampled transitions."""
+        and --target-update-tau."""
         self.learner, self.actor_policy = learner, actor_policy
         self.publish_period, self.ratio_tolerance = publish_period, ratio_tolerance
-        self.target_update_tau, self.batch_size = target_update_tau, batch_size
+        self.target_update_tau = target_update_tau
         self.gate: RatioGate | None = None
 
     def publish(self) -> None:
@@ -45,13 +45,8 @@ class Lockstep:
         if updates.can_learn():
             gate.add_collected(new_frames)
             while gate.consumed + 1 <= gate.target():
-                self._update(updates)
+                gated_update(updates, gate, self._update_target, self.publish,
+                             self.publish_period, contextlib.nullcontext())  # fmt: skip
 
-    def _update(self, updates: Any) -> None:
-        before = updates.transitions_sampled // self.batch_size
-        updates.learn_once(contextlib.nullcontext())
-        self.gate.add_consumed(1)
-        if updates.schedule.target_due_after(before, before + 1):
-            self.learner.update_target(self.target_update_tau)
-        if self.gate.consumed % (self.publish_period or 1) == 0:
-            self.publish()
+    def _update_target(self) -> None:
+        self.learner.update_target(self.target_update_tau)

@@ -154,3 +154,17 @@ class RatioGate:
         if reached >= self.settle * self._q:
             distance = abs(self.consumed * self._q / reached - 1.0)  # correctly rounded
             self.deviation = max(self.deviation or 0.0, distance)
+
+
+def gated_update(updates, gate, update_target, publish, publish_period, lock=None, batch=None):
+    """One learner update paced by `gate` (async acting, and its lockstep form): learn
+    on `batch` (or one sampled under `lock`), count it, `update_target()` when the
+    target period counted in updates is due, and `publish()` the weights every
+    `publish_period` updates (0: every update)."""
+    before = updates.transitions_sampled // updates.batch_size
+    updates.learn_once(lock, batch)
+    gate.add_consumed(1)
+    if updates.schedule.target_due_after(before, before + 1):
+        update_target()
+    if gate.consumed % (publish_period or 1) == 0:
+        publish()
