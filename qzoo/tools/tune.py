@@ -65,6 +65,8 @@ class TuneOptions:
     # fmt: on
 
 
+WAIT_POLL_SECONDS = 1.0  # how often a process with no trial left to start looks again
+
 SHOWN = {"env": "none", "out": "runs/tune-<agent>-<env>", "storage": "sqlite:///OUT/study.db",
          "study": "<agent>-<env>", "sampler_seed": "none",
          "warmup_iterations": "a third of the run's iterations"}  # fmt: skip
@@ -230,7 +232,8 @@ def _open_study(plan, options, storage_url):
                 storage = optuna.storages.RDBStorage(storage_url, engine_kwargs=engine, **kwargs)
             break
         except Exception as e:  # noqa: BLE001 (SQLAlchemy's errors: a bad URL, no server)
-            if attempt == 4 or not storage_url.startswith("sqlite"):
+            race = any(w in str(e).lower() for w in ("exists", "unique", "locked", "no such"))
+            if attempt == 4 or not storage_url.startswith("sqlite") or not race:  # said at once
                 raise UserError(
                     f"--storage: cannot open {storage_url!r} ({_first_line(e)})"
                 ) from None
@@ -306,7 +309,8 @@ def _run_trials(study, objective, options):
                     flush=True,
                 )
                 waited = True
-            time.sleep(options.heartbeat)
+            # Ends within a second of the others' last trial (a killed one: heartbeat)
+            time.sleep(min(options.heartbeat, WAIT_POLL_SECONDS))
             continue
         objective.current = None  # set by the trial once it has started
         with quiet():

@@ -232,8 +232,13 @@ def test_an_out_that_is_a_file_is_refused_in_one_line(tmp_path, capsys):
     assert os.listdir(tmp_path) == ["notes.txt"]
 
 
-def test_a_storage_that_cannot_be_opened_leaves_no_folder_behind(tmp_path, capsys):
-    """Issue 34 #10: the refusal left an empty OUT folder."""
+def test_a_storage_that_cannot_be_opened_leaves_no_folder_behind(tmp_path, capsys, monkeypatch):
+    """Issue 34 #10: the refusal left an empty OUT folder. It is said at once: only the
+    race of processes creating the tables together is tried again (this waited 8 s)."""
+    from qzoo.tools import tune
+
+    slept = []
+    monkeypatch.setattr(tune.time, "sleep", slept.append)
     out = tmp_path / "runs" / "study"
     argv = ["tune", "dqn", "--env", "CartPole-v1", "--trials", "1", "--out", str(out),
             "--storage", f"sqlite:///{tmp_path}", "--", *TRAIN]  # fmt: skip
@@ -242,6 +247,7 @@ def test_a_storage_that_cannot_be_opened_leaves_no_folder_behind(tmp_path, capsy
     assert err.startswith(f"qzoo: error: --storage: cannot open 'sqlite:///{tmp_path}' (")
     assert err.count("\n") == 1
     assert os.listdir(tmp_path) == []
+    assert slept == []
 
 
 def test_ctrl_c_in_a_trial_says_one_thing_how_to_continue(tmp_path, monkeypatch, capfd):
@@ -284,3 +290,23 @@ def test_a_study_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys)
         assert err.startswith(f"qzoo: error: --storage: cannot open 'sqlite:///{disk}/study/")
         assert err.count("\n") == 1 and "full" in err, err
         assert os.listdir(disk) == ["filler"]
+
+
+def test_a_process_left_waiting_for_anothers_trial_ends_within_a_second(tmp_path, monkeypatch):
+    """With no trial left to start, a process looked at the study once a heartbeat (60 s
+    by default): it ended up to a minute after the other's last trial. It looks each
+    second; the other's trial completes during the first look's sleep here."""
+    from qzoo.tools import tune
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path}/study.db", direction="maximize")
+    running = study.ask()  # another process's trial, the last of --trials 1
+    slept = []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        study.tell(running, 1.0)
+
+    monkeypatch.setattr(tune.time, "sleep", sleep)
+    tune._run_trials(study, objective=None, options=tune.TuneOptions(trials=1, heartbeat=60))
+    assert slept == [1.0]
+    assert [t.state for t in study.get_trials()] == [optuna.trial.TrialState.COMPLETE]
