@@ -65,8 +65,6 @@ class TuneOptions:
     # fmt: on
 
 
-WAIT_POLL_SECONDS = 1.0  # how often a process with no trial left to start looks again
-
 SHOWN = {"env": "none", "out": "runs/tune-<agent>-<env>", "storage": "sqlite:///OUT/study.db",
          "study": "<agent>-<env>", "sampler_seed": "none",
          "warmup_iterations": "a third of the run's iterations"}  # fmt: skip
@@ -232,7 +230,8 @@ def _open_study(plan, options, storage_url):
                 storage = optuna.storages.RDBStorage(storage_url, engine_kwargs=engine, **kwargs)
             break
         except Exception as e:  # noqa: BLE001 (SQLAlchemy's errors: a bad URL, no server)
-            race = any(w in str(e).lower() for w in ("exists", "unique", "locked", "no such"))
+            cause = str(getattr(e, "orig", None) or e).lower()  # the driver's words, not SQL's
+            race = any(w in cause for w in ("exists", "unique", "locked", "no such"))
             if attempt == 4 or not storage_url.startswith("sqlite") or not race:  # said at once
                 raise UserError(
                     f"--storage: cannot open {storage_url!r} ({_first_line(e)})"
@@ -292,10 +291,14 @@ def _run_trials(study, objective, options):
     import optuna
     from optuna.trial import TrialState
 
-    waited = False
+    waited, checked = False, None
     while True:
-        with quiet():
-            optuna.storages.fail_stale_trials(study)
+        # Stale trials: looked for before each trial and once a heartbeat while waiting
+        # (two waiting processes failing one trial together would each enqueue its retry).
+        if checked is None or time.monotonic() - checked >= options.heartbeat:
+            with quiet():
+                optuna.storages.fail_stale_trials(study)
+            checked = time.monotonic()
         states = [t.state for t in study.get_trials(deepcopy=False)]
         done = states.count(TrialState.COMPLETE) + states.count(TrialState.PRUNED)
         running, waiting = states.count(TrialState.RUNNING), states.count(TrialState.WAITING)
@@ -303,16 +306,13 @@ def _run_trials(study, objective, options):
             return
         if done + running + waiting >= options.trials and not waiting:
             if not waited:
-                print(
-                    f"qzoo tune: {running} trial(s) running elsewhere; waiting for them "
-                    "(a killed one is redone here once its heartbeat is stale)",
-                    flush=True,
-                )
+                print(f"qzoo tune: {running} trial(s) running elsewhere; waiting for them (a "
+                      "killed one is redone here once its heartbeat is stale)", flush=True)  # fmt: skip
                 waited = True
-            # Ends within a second of the others' last trial (a killed one: heartbeat)
-            time.sleep(min(options.heartbeat, WAIT_POLL_SECONDS))
+            # Looks each second: it ends within a second of the others' last trial.
+            time.sleep(min(options.heartbeat, 1.0))
             continue
-        objective.current = None  # set by the trial once it has started
+        objective.current = checked = None  # current: set by the trial once it has started
         with quiet():
             study.optimize(objective, n_trials=1)
         last = (

@@ -3,10 +3,10 @@ on MinAtar Breakout, seed 1, 3 iterations of 25,000 frames, every transition log
 checkpoints of 30,000), and logger.json, the logging run's evaluation returns.
 
 The offline learning test (tests/offline/test_offline_learning.py) learns from it. It was
-made in the test until 2026-11-28 (95 CPU seconds of the suite's 1,224); the files are
+made in the test until 2026-11-28 (95 CPU seconds of the test's 227); the files are
 the format batch_rl publishes, so the reader must keep reading them unchanged.
 
-  python tests/data/make_minatar_breakout_dqn.py      # about 2 minutes on one core
+  python tests/data/make_minatar_breakout_dqn.py      # about 95 CPU seconds
 """
 
 import json

@@ -2,6 +2,9 @@
 on 2 CPU cores): tests/data/minatar_breakout_dqn/ holds the experience of DQN online on
 MinAtar Breakout, seed 1, in the DQN Replay Dataset's format (made by
 tests/data/make_minatar_breakout_dqn.py; the logger's evaluations 0.49, 0.73, 2.03, 3.06).
+That logger's own learning is no longer run here: DQN online is tested on CartPole
+(tests/learning/test_learning.py), not on MinAtar, and the writer in
+tests/offline/test_offline_loop.py.
 DQN and REM (batch_rl's own agent) learn from that dataset alone; QR-DQN trains on it
 briefly (a finite loss). QR-DQN's learning is tested online
 (tests/learning/test_learning.py); offline it learned here too (2.99 after 50k frames,

@@ -17,6 +17,7 @@ import pytest
 from helpers import REPO, small_disk
 
 from qzoo.cli.main import main
+from qzoo.errors import UserError
 from qzoo.tools import tune_space
 
 TRAIN = ["--iterations", "3", "--train-frames", "300", "--eval-frames", "100",
@@ -295,18 +296,67 @@ def test_a_study_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys)
 def test_a_process_left_waiting_for_anothers_trial_ends_within_a_second(tmp_path, monkeypatch):
     """With no trial left to start, a process looked at the study once a heartbeat (60 s
     by default): it ended up to a minute after the other's last trial. It looks each
-    second; the other's trial completes during the first look's sleep here."""
+    second; the other's trial completes during the third look's sleep here. Stale trials
+    are still looked for once a heartbeat, not at each look: two waiting processes
+    failing one stale trial together would each enqueue a retry."""
     from qzoo.tools import tune
 
     study = optuna.create_study(storage=f"sqlite:///{tmp_path}/study.db", direction="maximize")
     running = study.ask()  # another process's trial, the last of --trials 1
-    slept = []
+    slept, stale_looks = [], []
 
     def sleep(seconds):
         slept.append(seconds)
-        study.tell(running, 1.0)
+        if len(slept) == 3:
+            study.tell(running, 1.0)
 
     monkeypatch.setattr(tune.time, "sleep", sleep)
+    monkeypatch.setattr(optuna.storages, "fail_stale_trials", stale_looks.append)
     tune._run_trials(study, objective=None, options=tune.TuneOptions(trials=1, heartbeat=60))
-    assert slept == [1.0]
+    assert slept == [1.0, 1.0, 1.0]
+    assert len(stale_looks) == 1  # the three seconds are within one heartbeat
     assert [t.state for t in study.get_trials()] == [optuna.trial.TrialState.COMPLETE]
+
+
+@pytest.mark.parametrize(
+    "statement, cause, retried",
+    [
+        ("CREATE TABLE studies (study_name VARCHAR(512), UNIQUE (study_name))",
+         "table studies already exists", True),
+        ("INSERT INTO alembic_version (version_num) VALUES (?)",
+         "UNIQUE constraint failed: alembic_version.version_num", True),
+        ("CREATE UNIQUE INDEX ix_studies_study_name ON studies (study_name)",
+         "database or disk is full", False),
+    ],
+)  # fmt: skip
+def test_only_the_race_to_create_the_tables_is_tried_again(tmp_path, monkeypatch, statement,
+                                                           cause, retried):  # fmt: skip
+    """Processes started together race to create the study's tables: the loser's error
+    is tried again. Any other error is said at once, even from a statement whose SQL
+    says UNIQUE (SQLAlchemy's message holds the statement; the driver's does not)."""
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    from qzoo.tools import tune
+
+    calls, slept = [], []
+
+    class FirstFails(optuna.storages.RDBStorage):
+        def __init__(self, *args, **kwargs):
+            calls.append(1)
+            if len(calls) == 1:
+                error = sqlite3.OperationalError(cause)
+                raise sqlalchemy.exc.OperationalError(statement, (), error)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", FirstFails)
+    monkeypatch.setattr(tune.time, "sleep", slept.append)
+    plan = tune.Plan("dqn", "CartPole-v1", [], [1], str(tmp_path / "study"), 3, "mean")
+    if retried:
+        study = tune.open_study(plan, tune.TuneOptions())
+        assert study.study_name == "dqn-CartPole-v1" and slept == [0.5]
+    else:
+        with pytest.raises(UserError, match=f"--storage: cannot open .*{cause}"):
+            tune.open_study(plan, tune.TuneOptions())
+        assert slept == [] and not (tmp_path / "study").exists()
