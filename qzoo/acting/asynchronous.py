@@ -167,9 +167,8 @@ class AsyncDriver(SerialDriver):
         target update when due, and publishing."""
         config = self.config
         update = prefetcher.update_target if prefetcher else self.parts.learner.update_target
-        gated_update(self.updates, self.gate, lambda: update(config.target_update_tau),
-                     self.publish, config.publish_period, lock,
-                     prefetcher.get() if prefetcher else None)  # fmt: skip
+        gated_update(self.updates, self.gate, update, config.target_update_tau, self.publish,
+                     config.publish_period, lock, prefetcher.get() if prefetcher else None)  # fmt: skip
 
     def train_phase(self, num_frames: int, progress: Progress = None) -> dict:
         updates, config = self.updates, self.config

@@ -45,8 +45,5 @@ class Lockstep:
         if updates.can_learn():
             gate.add_collected(new_frames)
             while gate.consumed + 1 <= gate.target():
-                gated_update(updates, gate, self._update_target, self.publish,
-                             self.publish_period, contextlib.nullcontext())  # fmt: skip
-
-    def _update_target(self) -> None:
-        self.learner.update_target(self.target_update_tau)
+                gated_update(updates, gate, self.learner.update_target, self.target_update_tau,
+                             self.publish, self.publish_period, contextlib.nullcontext())  # fmt: skip

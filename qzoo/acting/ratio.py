@@ -19,6 +19,8 @@ producer and a consumer, e.g. distributed actors).
 import fractions
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 
 def updates_per_frame(config):
@@ -156,15 +158,17 @@ class RatioGate:
             self.deviation = max(self.deviation or 0.0, distance)
 
 
-def gated_update(updates, gate, update_target, publish, publish_period, lock=None, batch=None):
+def gated_update(updates: Any, gate: RatioGate, update_target: Callable[[float], None],
+                 tau: float, publish: Callable[[], None], publish_period: int,
+                 lock: Any = None, batch: Any = None) -> None:  # fmt: skip
     """One learner update paced by `gate` (async acting, and its lockstep form): learn
-    on `batch` (or one sampled under `lock`), count it, `update_target()` when the
+    on `batch` (or one sampled under `lock`), count it, `update_target(tau)` when the
     target period counted in updates is due, and `publish()` the weights every
     `publish_period` updates (0: every update)."""
     before = updates.transitions_sampled // updates.batch_size
     updates.learn_once(lock, batch)
     gate.add_consumed(1)
     if updates.schedule.target_due_after(before, before + 1):
-        update_target()
+        update_target(tau)
     if gate.consumed % (publish_period or 1) == 0:
         publish()
