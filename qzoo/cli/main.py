@@ -12,6 +12,7 @@ from the Config dataclass (each field's group, help and domain). Any mistake is 
 line on stderr, `qzoo: error: ...`, and exit code 2, before anything is written.
 """
 
+import dataclasses
 import os
 import sys
 
@@ -79,6 +80,22 @@ def train_command(argv, on_row=None, resume_line=True):
     training.train(config, on_row=on_row, resume_line=resume_line)
 
 
+# The environment standing for each domain in `qzoo agents`: its values are those of
+# every environment of the domain (configuration/domains.py, the presets' "domains").
+DOMAIN_EXAMPLES = {"Gymnasium tasks": "CartPole-v1", "MinAtar": "minatar/breakout"}
+
+
+def domain_values(agent, env):
+    """{option: value} where `agent` on `env` differs from `agent` on Atari: the domain
+    defaults and the preset's own values for that domain, as build_config resolves them."""
+    atari, there = build_config(agent, {"env": "pong"}), build_config(agent, {"env": env})
+    return {
+        field.name: getattr(there, field.name)
+        for field in dataclasses.fields(there)
+        if field.name != "env" and getattr(there, field.name) != getattr(atari, field.name)
+    }
+
+
 def agents():
     for name, preset in config_lib.PRESETS.items():
         diff = ", ".join(f"{k}={v}" for k, v in preset["overrides"].items()) or "(the base)"
@@ -86,9 +103,9 @@ def agents():
         if preset.get("online"):  # values that apply only without --offline
             online = ", ".join(f"{k}={v}" for k, v in preset["online"].items())
             print(f"{'':10s} without --offline, also: {online}")
-        for domain, values in preset.get("domains", {}).items():  # e.g. R2D1 on CartPole
-            also = ", ".join(f"{k}={v}" for k, v in values.items())
-            print(f"{'':10s} on {domain} environments, also: {also}")
+        for domain, env in DOMAIN_EXAMPLES.items():
+            values = ", ".join(f"{k}={v}" for k, v in domain_values(name, env).items())
+            print(f"{'':10s} on {domain} (as {env}), instead: {values}")
 
 
 def _check_command(options, commands):

@@ -18,9 +18,14 @@ def atari100k_relations(c, domain):
             (("augmentation", "env"), domain in ("atari", "minatar"),
              f"none for {domain} environments (it shifts images: Atari or MinAtar frames)"),
             (("augmentation", "recurrent"), not c.recurrent,
-             "none with --recurrent (R2D1's sequences are not augmented)"),
+             {"augmentation": "none with --recurrent (R2D1's sequences are not augmented)",
+              "recurrent": f"false with --augmentation {c.augmentation} (R2D1's sequences "
+                           "are not augmented)"}),
             (("augmentation", "prefetch_targets"), not c.prefetch_targets,
-             "none with --prefetch-targets (its targets would see unshifted frames)"),
+             {"augmentation": "none with --prefetch-targets (its targets would see unshifted "
+                              "frames)",
+              "prefetch_targets": f"false with --augmentation {c.augmentation} (its targets "
+                                  "would see unshifted frames)"}),
         ]  # fmt: skip
     if c.shift_offsets != "image":
         relations += [
