@@ -70,9 +70,10 @@ def test_imports_go_to_the_same_layer_or_below():
     assert upward == []
 
 
-def test_no_import_cycle():
-    """Tarjan's strongly connected components of the import graph: each a lone module."""
-    edges, index, low, stack, on, cycles, counter = graph(), {}, {}, [], set(), [], [0]
+def cycles_of(edges):
+    """Tarjan's strongly connected components of a graph {node: set of nodes}: those of
+    more than one node (each sorted), i.e. the import cycles."""
+    index, low, stack, on, cycles, counter = {}, {}, [], set(), [], [0]
 
     def visit(v):
         index[v] = low[v] = counter[0]
@@ -99,17 +100,26 @@ def test_no_import_cycle():
     for v in edges:
         if v not in index:
             visit(v)
-    assert cycles == []
+    return cycles
+
+
+def test_no_import_cycle():
+    assert cycles_of(graph()) == []
 
 
 def test_the_checker_sees_a_lazy_import_and_a_cycle(tmp_path):
     """By hand: a module importing another inside a function is an edge, and two such
-    modules make a cycle the test above would report."""
-    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    modules make a cycle that test_no_import_cycle would report; a third module that
+    only imports one of them is in none."""
+    a, b, c = tmp_path / "a.py", tmp_path / "b.py", tmp_path / "c.py"
     a.write_text("def f():\n    from qzoo.x import b\n")
     b.write_text("import qzoo.x.a\n")
-    known = {"qzoo.x.a": str(a), "qzoo.x.b": str(b), "qzoo.x": ""}
+    c.write_text("from qzoo.x import a\n")
+    known = {"qzoo.x.a": str(a), "qzoo.x.b": str(b), "qzoo.x.c": str(c), "qzoo.x": ""}
     assert imports(str(a), known) == {"qzoo.x.b"} and imports(str(b), known) == {"qzoo.x.a"}
+    edges = {m: imports(p, known) - {m} for m, p in known.items() if p}
+    assert cycles_of(edges) == [["qzoo.x.a", "qzoo.x.b"]]
+    assert cycles_of({**edges, "qzoo.x.b": set()}) == []
 
 
 def test_no_file_over_400_lines():

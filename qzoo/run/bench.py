@@ -177,12 +177,13 @@ def replay_bytes(replay):
 
 
 def batches_per_second(replay, batch_size, seconds):
-    """Batches sampled per second over `seconds`, after 3 untimed ones (the first
+    """Batches sampled per second over `seconds` (at least one batch: a process paused
+    for longer than `seconds` still measures a rate), after 3 untimed ones (the first
     batch pays one-time costs: numpy's lazy imports, the decode pool's allocation)."""
     for _ in range(3):
         replay.sample(batch_size)
     batches, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    while not batches or time.perf_counter() - start < seconds:
         replay.sample(batch_size)
         batches += 1
     return batches / (time.perf_counter() - start)

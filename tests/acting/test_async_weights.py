@@ -3,7 +3,6 @@
 
 import os
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -55,9 +54,29 @@ def test_staged_the_actor_takes_the_published_weights_at_its_next_action_and_onl
         assert torch.equal(value, published[name]), name
 
 
+class _AskedLock:
+    """A lock that tells (`asked`) when a thread has asked for it."""
+
+    def __init__(self):
+        self.lock, self.asked = threading.Lock(), threading.Event()
+
+    def acquire(self):
+        self.asked.set()
+        return self.lock.acquire()
+
+    def release(self):
+        self.lock.release()
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
 def test_pulled_the_actor_copies_the_newest_weights_and_never_during_a_step():
     online, actor = networks()
-    step_lock = threading.Lock()
+    step_lock = _AskedLock()
     policy = _LockedPolicy(actor, {"tau_samples": 1}, source=(online, step_lock))
     policy.publish(online)  # only a flag: nothing copied in the learner's thread
     assert not same(actor, online)
@@ -72,11 +91,12 @@ def test_pulled_the_actor_copies_the_newest_weights_and_never_during_a_step():
     # the actor's copy waits for the step to end, then takes its result.
     policy.publish(online)
     step_lock.acquire()
+    step_lock.asked.clear()  # the learner's own acquire: from here on, the actor's
     step(online, 0.5)  # the first half of a step
     acting = threading.Thread(target=act, args=(policy,))
     acting.start()
-    time.sleep(0.2)
-    assert acting.is_alive()  # waiting for the lock, not copying half a step
+    assert step_lock.asked.wait(120)  # the actor asked for the lock (a bound on a broken test)
+    assert acting.is_alive() and not same(actor, online)  # waiting, not copying half a step
     step(online, 0.5)
     step_lock.release()
     acting.join(timeout=120)  # a bound on a broken test

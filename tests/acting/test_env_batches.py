@@ -113,7 +113,10 @@ def _flags(row):
 
 def test_every_row_is_a_real_step_of_its_own_environment(acted):
     config, run = acted
-    assert len(run.rows) > 250  # 700 batches of 2 of 4 environments: ~350 rows each
+    # 700 batches of 2 of 4 environments: ~350 steps each, and a row once all four have
+    # one; ale-py's threads decide which two step, so a lagging one costs rows (bounded
+    # far below, for a loaded machine: the check is each row, not their number).
+    assert len(run.rows) > 100
     for b in range(config.num_envs):
         # batch_size 1: ale-py's no-op draw as in asynchronous mode (none drawn again)
         reference = AtariVector("breakout", 1, config, batch_size=1)

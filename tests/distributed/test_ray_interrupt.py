@@ -107,23 +107,26 @@ def test_session_processes_without_proc_is_empty():
     assert stop_session_processes(None) == []
 
 
-# The CLI in a subprocess, Ray's Node.start_ray_processes made to wait `argv[1]`
-# seconds after it returns (the GCS, the raylet and its agents started, ray.init not
-# returned): a Ctrl-C then lands inside ray.init, deterministically.
+# The CLI in a subprocess, Ray's Node.start_ray_processes made to wait, once it returns
+# (the GCS, the raylet and its agents started, ray.init not returned), until the file
+# `argv[1]` exists: a Ctrl-C sent before the test makes it lands inside ray.init,
+# deterministically, however loaded the machine (a bound of 600 s ends a broken test).
 CHILD = textwrap.dedent("""
-    import signal, sys, time
+    import os, signal, sys, time
     from ray._private import node
 
     # Ctrl-C raises KeyboardInterrupt, as in a terminal, even where the test runs with
     # SIGINT ignored (a shell's background job), which Python would otherwise keep.
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-    start, wait = node.Node.start_ray_processes, float(sys.argv.pop(1))
+    start, release = node.Node.start_ray_processes, sys.argv.pop(1)
 
     def start_ray_processes(self):
         start(self)
         print("ray processes started", flush=True)
-        time.sleep(wait)
+        deadline = time.monotonic() + 600
+        while not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     node.Node.start_ray_processes = start_ray_processes
     from qzoo.cli.main import entry
@@ -146,11 +149,12 @@ def _agents(pid, since):
     return agents
 
 
-def _interrupted_start(tmp_path, wait, interrupts, agents):
-    """Runs `qzoo train` with --ray whose ray.init waits `wait` s once the node's
-    processes are started; then (once its two agents run, with `agents`) sends
-    `interrupts` SIGINTs half a second apart. Returns (exit status, stderr, {pid: start}
-    of the session's processes seen before the interrupt, those alive after the exit)."""
+def _interrupted_start(tmp_path, interrupts, agents):
+    """Runs `qzoo train` with --ray whose ray.init waits once the node's processes are
+    started; then (once its two agents run, with `agents`) sends `interrupts` SIGINTs
+    half a second apart, and lets ray.init go on. Returns (exit status, stderr, {pid:
+    start} of the session's processes seen before the interrupt, those alive after the
+    exit)."""
     ray = pytest.importorskip("ray")
     from ray._private import node
 
@@ -161,8 +165,9 @@ def _interrupted_start(tmp_path, wait, interrupts, agents):
     argv = ["train", "dqn", "--env", "CartPole-v1", "--ray", "--iterations", "1",
             "--run-dir", str(tmp_path / "run")]  # fmt: skip
     since = clock_ticks()
+    release = tmp_path / "release"
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(wait), *argv], cwd=tmp_path, env=env,
+        [sys.executable, "-c", CHILD, str(release), *argv], cwd=tmp_path, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     seen = {}
@@ -179,6 +184,7 @@ def _interrupted_start(tmp_path, wait, interrupts, agents):
             if i:
                 time.sleep(0.5)
             child.send_signal(signal.SIGINT)
+        release.touch()  # the signals are pending or handled: ray.init may return
         _, err = child.communicate(timeout=600)
         left = {p: s for p, s in seen.items() if _alive(p, s)}
         left |= session_processes(since, child.pid)  # an orphan that had the session's files
@@ -193,9 +199,8 @@ def _interrupted_start(tmp_path, wait, interrupts, agents):
 @linux
 @pytest.mark.slow
 def test_second_ctrl_c_inside_ray_init_stops_every_process_of_the_session(tmp_path):
-    # ray.init held for as long as the agents may take to start on a loaded machine: the
-    # Ctrl-Cs come once they run, always inside it.
-    status, err, seen, left = _interrupted_start(tmp_path, wait=600, interrupts=2, agents=True)
+    # ray.init held until the agents run and the Ctrl-Cs are sent: always inside it.
+    status, err, seen, left = _interrupted_start(tmp_path, interrupts=2, agents=True)
     assert len(seen) >= 4, seen  # the GCS, the raylet and its two agents at least
     assert left == {}, left
     assert status == 130, err
@@ -206,9 +211,9 @@ def test_second_ctrl_c_inside_ray_init_stops_every_process_of_the_session(tmp_pa
 @linux
 @pytest.mark.slow
 def test_one_ctrl_c_is_held_until_ray_init_returns_then_stops_the_instance(tmp_path):
-    # Sent as soon as the node's processes are up, the Ctrl-C lands inside the 10-s hold
-    # unless this process is kept off the cores that long.
-    status, err, seen, left = _interrupted_start(tmp_path, wait=10, interrupts=1, agents=False)
+    # Sent as soon as the node's processes are up, inside the hold: ray.init returns
+    # only after it.
+    status, err, seen, left = _interrupted_start(tmp_path, interrupts=1, agents=False)
     assert len(seen) >= 2, seen  # the GCS and the raylet at least
     assert left == {}, left
     assert status == 130, err
@@ -217,18 +222,21 @@ def test_one_ctrl_c_is_held_until_ray_init_returns_then_stops_the_instance(tmp_p
 
 
 # The CLI in a subprocess, Ray's Node.kill_all_processes (what ray.shutdown stops the
-# node's processes with, at exit) made to say so and wait a second first: a second
-# Ctrl-C then lands inside the shutdown, deterministically.
+# node's processes with, at exit) made to say so and wait until the file `argv[1]`
+# exists: the Ctrl-Cs the test sends before making it land inside the shutdown,
+# deterministically (a bound of 600 s ends a broken test).
 CHILD_AT_EXIT = textwrap.dedent("""
-    import signal, time
+    import os, signal, sys, time
     from ray._private import node
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
-    kill = node.Node.kill_all_processes
+    kill, release = node.Node.kill_all_processes, sys.argv.pop(1)
 
     def kill_all_processes(self, *args, **kwargs):
         print("ray: stopping the node", flush=True)
-        time.sleep(1.0)
+        deadline = time.monotonic() + 600
+        while not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.05)
         return kill(self, *args, **kwargs)
 
     node.Node.kill_all_processes = kill_all_processes
@@ -250,8 +258,9 @@ def test_a_second_ctrl_c_while_ray_shuts_down_at_exit_leaves_no_process(first, t
             "--train-frames", "1000000", "--no-progress", "--no-tensorboard",
             "--run-dir", str(run_dir)]  # fmt: skip
     since = clock_ticks()
+    release = tmp_path / "release"
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD_AT_EXIT, *argv], cwd=tmp_path, env=env,
+        [sys.executable, "-c", CHILD_AT_EXIT, str(release), *argv], cwd=tmp_path, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     seen, lines = {}, []
@@ -270,9 +279,10 @@ def test_a_second_ctrl_c_while_ray_shuts_down_at_exit_leaves_no_process(first, t
             lines.append(line)
             if line.strip() == "ray: stopping the node":
                 break
-        for _ in range(2):  # Ctrl-C, twice, within the shutdown's second
+        for _ in range(2):  # Ctrl-C, twice, within the held shutdown
             child.send_signal(signal.SIGINT)
             time.sleep(0.2)
+        release.touch()
         lines += child.communicate(timeout=600)[0].splitlines(keepends=True)
         left = {p: s for p, s in seen.items() if _alive(p, s)}
         left |= session_processes(since, child.pid)

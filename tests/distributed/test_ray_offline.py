@@ -228,9 +228,9 @@ def test_a_shard_killed_mid_run_is_restarted_and_the_run_completes(dataset, tmp_
             "--replay-shards", "2", "--iterations", "3", "--train-frames", "4000",
             "--eval-frames", "100", "--learn-period", "8", "--run-dir", str(run_dir),
             "--no-progress"]  # fmt: skip
-    killer, killed = kill_when_results(run_dir, "qzoo-shard-1-", poll=0.05)
+    finish, killed = kill_when_results(run_dir, "qzoo-shard-1-", poll=0.05)
     assert main(argv) == 0
-    killer.join()
+    finish()
     err = capsys.readouterr().err
     assert killed, "the run ended before a shard could be killed"
     assert "qzoo: ray: replay shard 1 restarted by Ray" in err, err

@@ -205,6 +205,7 @@ def test_small_environments(name):
     after = env.step(np.zeros(3, np.int64))
     env.close()
     ended = steps[-1].last
+    assert ended.any()  # an episode ended within the limit, and the next step starts anew
     assert (after.first == ended).all()
     if domain == "minatar":
         assert env.info.frame_shape == (4, 10, 10) and steps[0].frame.dtype == np.uint8

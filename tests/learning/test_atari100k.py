@@ -208,23 +208,30 @@ def test_eval_period_skips_the_evaluations_between_and_keeps_the_last():
 
 
 def test_evaluation_with_the_noise_off_acts_on_the_mean_weights():
-    trainer = Trainer(build_config("rainbow", {"env": "CartPole-v1", "eval_noise": "false",
-                                               "threads": "1"}))  # fmt: skip
-    policy = trainer.evaluator.policy
-    obs = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
-    generator = torch.Generator().manual_seed(0)
-    q = [policy.network(torch.from_numpy(obs), generator=draws.MEAN).q_values for _ in range(2)]
-    assert torch.equal(q[0], q[1])  # no noise: the same values every time
-    noisy = [policy.network(torch.from_numpy(obs), generator=generator).q_values
-             for _ in range(2)]  # fmt: skip
-    assert not torch.equal(noisy[0], noisy[1])
+    """The evaluator's policy with --eval-noise false: its state value and greedy actions
+    are the mean weights' (mu(x) in every noisy layer, by hand for the first); with
+    --eval-noise true the same network acts on noisy weights and its values differ."""
+    policy = Trainer(build_config("rainbow", {"env": "CartPole-v1", "eval_noise": "false",
+                                              "threads": "1"})).evaluator.policy  # fmt: skip
+    noisy = Trainer(build_config("rainbow", {"env": "CartPole-v1", "eval_noise": "true",
+                                             "threads": "1"})).evaluator.policy  # fmt: skip
+    noisy.network.load_state_dict(policy.network.state_dict())
+    assert not policy.noise and noisy.noise
+    obs = np.random.default_rng(0).normal(scale=3.0, size=(256, 4)).astype(np.float32)
+    with torch.no_grad():
+        mean_q = policy.network(torch.from_numpy(obs), generator=draws.MEAN).q_values
+    greedy = np.zeros(256, np.float32)
+    for _ in range(2):  # the same every call: no draw reaches the weights
+        actions, value = policy(obs, greedy, torch.Generator().manual_seed(1))
+        assert np.array_equal(actions, mean_q.argmax(1).numpy())
+        assert value == pytest.approx(mean_q.max(1).values.mean().item(), rel=1e-6)
+    _, noisy_value = noisy(obs, greedy, torch.Generator().manual_seed(1))
+    assert noisy_value != pytest.approx(value, rel=1e-6)  # the control: noise changes values
     # The mean weights alone, by hand for the first noisy layer: mu(x).
     layer = policy.network.head.advantage[0]
     x = torch.randn(3, layer.weight_mu.shape[1])
     expected = torch.nn.functional.linear(x, layer.weight_mu, layer.bias_mu)
     assert torch.equal(layer(x, draws.MEAN), expected)
-    actions = [policy(obs, np.zeros(16, np.float32), generator)[0] for _ in range(2)]
-    assert np.array_equal(actions[0], actions[1])
 
 
 def test_shared_hidden_dueling_head_has_one_hidden_layer_and_biased_streams():

@@ -21,7 +21,7 @@ def test_sum_tree_never_returns_a_zero_leaf_and_rejects_bad_values():
     tree.set([0, 1, 2, 3], [0.0, 1.0, 0.0, 2.0])
     assert tree.query([0.0, 0.999, 1.0, 2.9]).tolist() == [1, 1, 3, 3]
     for bad in (-1.0, np.nan, np.inf):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="finite and non-negative"):
             tree.set([0], [bad])
     tree.set([3, 3], [7.0, 4.0])  # the last value wins
     assert tree.total() == 5.0

@@ -589,6 +589,23 @@ def test_a_folder_that_cannot_be_written(run_dir, monkeypatch, capsys):
     assert snapshot(run_dir) == before
 
 
+def test_a_read_only_file_system(run_dir, small_tmpfs, capsys):
+    """The read-only case that holds for root too (root writes into a folder of mode
+    0555, so the test below skips as root): the run's disk remounted read-only."""
+    target = os.path.join(small_tmpfs, "run")
+    shutil.copytree(run_dir, target)
+    assert train(target) == 0  # its config.json now names this folder
+    subprocess.run(["mount", "-o", "remount,ro", small_tmpfs], check=True)
+    try:
+        before = snapshot(target)
+        capsys.readouterr()
+        assert train(target, *MORE) == 2
+        assert "Read-only file system" in one_error_line(capsys.readouterr().err)
+        assert snapshot(target) == before
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", small_tmpfs], check=True)
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
 def test_a_read_only_folder(run_dir, capsys):
     os.chmod(run_dir, 0o555)
