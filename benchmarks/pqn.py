@@ -29,8 +29,8 @@ AGENTS = {
 }
 
 
-def run(agent, env, frames, threads, work):
-    folder = os.path.join(work, agent)
+def run(agent, env, frames, threads, work, round_):
+    folder = os.path.join(work, f"{agent}-{round_}")  # a finished folder would not train again
     argv = [sys.executable, "-m", "qzoo", "train", *AGENTS[agent], "--env", env,
             "--iterations", "1", "--train-frames", str(frames), "--threads", str(threads),
             "--run-dir", folder, *ONLY_TRAINING]  # fmt: skip
@@ -60,7 +60,7 @@ def main():
             order = ["pqn", "dqn"] if round_ % 2 == 0 else ["dqn", "pqn"]
             rates = {}
             for agent in order:
-                line = run(agent, args.env, args.frames, args.threads, work)
+                line = run(agent, args.env, args.frames, args.threads, work, round_)
                 emit({**line, "round": round_})
                 rates[agent] = line["frames_per_second"]
             ratios.append(rates["pqn"] / rates["dqn"])

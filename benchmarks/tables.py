@@ -40,14 +40,23 @@ def _number(value, digits=0):
     return f"{value:,.{digits}f}"
 
 
+def _rates_median(runs):
+    """A run line with the median frames and updates per second of `runs`."""
+    rates = ("frames_per_second", "updates_per_second")
+    return {**runs[0], **{key: statistics.median(r[key] for r in runs) for key in rates}}
+
+
 def pqn_vs_dqn():
     """PQN's and DQN's training frames per second per env (benchmarks/pqn.py)."""
     out = ["| env | PQN frames/s | DQN frames/s | PQN / DQN | PQN updates/s | DQN updates/s |",
            "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for path in sorted(glob.glob(os.path.join(RESULTS, "pqn", "vs_dqn_*.jsonl"))):
-        runs = {r["agent"]: r for r in read(path) if r["name"] == "pqn_vs_dqn_run"}
+        runs = {}  # each agent's medians over the rounds (`--rounds N`)
+        for r in read(path):
+            if r["name"] == "pqn_vs_dqn_run":
+                runs.setdefault(r["agent"], []).append(r)
         ratio = next(r["value"] for r in read(path) if r["name"] == "pqn_frames_per_second_vs_dqn")
-        pqn, dqn = runs["pqn"], runs["dqn"]
+        pqn, dqn = _rates_median(runs["pqn"]), _rates_median(runs["dqn"])
         out.append(
             f"| {pqn['env']} | {_number(pqn['frames_per_second'])} "
             f"| {_number(dqn['frames_per_second'])} | {ratio:.1f} "
@@ -161,8 +170,28 @@ def atari100k_drq_eps_seeds():
     return out
 
 
+def atari100k_der():
+    """DER's finished Atari-100k runs against the DER paper's per-game means (van Hasselt
+    et al. 2019; no published runs, so no percentile ranks), human-normalized beside."""
+    from qzoo import data
+    from qzoo.tools.suite_report import collect, normalized
+
+    paper = {game: score for game, (score, _) in data.published_scores()["der"].items()}
+    head = ("| game | seed | qzoo `der` | DER paper | qzoo / paper | qzoo human-normalized "
+            "| paper human-normalized |")  # fmt: skip
+    out = [head, "|---|---:|---:|---:|---:|---:|---:|"]
+    for run in collect(os.path.join(RESULTS, "atari100k"), ["der"]):
+        if run.finished:
+            ours, theirs = run.score, paper[run.game]
+            out.append(f"| {run.game} | {run.seed} | {_number(ours, 1 if ours < 1000 else 0)} "
+                       f"| {_number(theirs, 1 if theirs < 1000 else 0)} | {ours / theirs:.2f} "
+                       f"| {normalized(run.game, ours):.3f} | {normalized(run.game, theirs):.3f} |")  # fmt: skip
+    return out
+
+
 TABLES = {"pqn_vs_dqn": pqn_vs_dqn, "pqn_vs_cleanrl": pqn_vs_cleanrl,
           "pqn_atari_curve": pqn_atari_curve, "atari100k_drq_eps_seeds": atari100k_drq_eps_seeds,
+          "atari100k_der": atari100k_der,
           "acting_modes_learner_bound": acting_modes_learner_bound,
           "acting_modes_acting_bound": acting_modes_acting_bound}  # fmt: skip
 

@@ -351,7 +351,9 @@ _PQN = {
 # CartPole and other small control tasks: CleanRL's pqn.py (its other reference): 4
 # environments x 128 steps, 4 epochs of 4 minibatches, lambda 0.65, RAdam 2.5e-4 falling
 # linearly to 0, epsilon 1 -> 0.05 over half of 500,000 steps, the 120-84 MLP with
-# LayerNorms, orthogonal weights (gain sqrt 2), squared error (torch's mse_loss).
+# LayerNorms, orthogonal weights (gain sqrt 2), squared error (torch's mse_loss). Both
+# domains keep RAdam at eps 1e-8 (torch's and optax's default) against the domain
+# defaults' Adam (Gymnasium) and eps 1e-4 (MinAtar), which are DQN's.
 # MinAtar: purejaxql's pqn_minatar.yaml: 128 x 32, 2 epochs of 32 minibatches, lambda
 # 0.65, 5e-4 falling linearly, epsilon 1 -> 0.05 over 10% of 10M steps, MinAtar's CNN
 # (conv 16, a 128 hidden layer) with LayerNorms, he_normal weights; evaluation by frames
@@ -362,10 +364,11 @@ _PQN_DOMAINS = {
         "learning_rate": 2.5e-4, "learning_rate_decay": "linear",
         "exploration_epsilon_end_value": 0.05, "exploration_epsilon_decay_frame_fraction": 0.5,
         "iterations": 10, "train_frames": 50_000, "mlp_layers": "120,84",
+        "optimizer": "radam", "optimizer_epsilon": 1e-8,
         "init": "orthogonal", "return_loss": "squared", "eval_episodes": 0,
     },
     "minatar": {
-        "learning_rate": 5e-4, "learning_rate_decay": "linear",
+        "learning_rate": 5e-4, "learning_rate_decay": "linear", "optimizer_epsilon": 1e-8,
         "exploration_epsilon_end_value": 0.05, "iterations": 50, "train_frames": 200_000,
         "eval_frames": 128_000, "eval_episodes": 0,
     },
