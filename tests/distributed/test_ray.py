@@ -5,8 +5,9 @@ Fast: bad input (one line, exit 2, nothing written), and a replay shard's arithm
 from several actors' slots and its importance weights.
 Slow (a local Ray instance with 2 CPUs, shared by the module; 86 s in all measured on
 the 2-core machine at load 10, budget 120 s): 2 actors and 2 shards learn CartPole
-(40 s); an actor killed mid-run is restarted by Ray, the run completes with every
-results.csv row, and resumes from its checkpoint with the shards' replay (43 s).
+(40 s); an actor killed mid-run does not stop the run, which completes with every
+results.csv row (its restart counted when Ray's new process answers in time), and
+resumes from its checkpoint with the shards' replay (43 s).
 """
 
 import csv
@@ -267,10 +268,14 @@ def kill_when_results(run_dir, prefix, poll=0.2):
 
 
 @pytest.mark.slow
-def test_an_actor_killed_mid_run_is_restarted_and_the_run_completes(local_ray, tmp_path, capsys):
+def test_an_actor_killed_mid_run_does_not_stop_the_run(local_ray, tmp_path, capsys):
     """About 50 s: prioritized DQN (actors compute initial priorities), 2 actors, one
-    killed (ray.kill, restart allowed) once iteration 0's row is written: the run
-    completes with every row. Then a resume for one more iteration."""
+    killed (ray.kill, restart allowed) once iteration 0's row is written: the run goes
+    on with the other and completes with every row; the restart is checked only when
+    Ray's new process answered before the end (a replay shard's, which the learner
+    waits for, is checked always: test_ray_offline.py; the counting itself:
+    test_faults_count_restarts_by_new_process_and_stop_an_actor_that_keeps_dying).
+    Then a resume for one more iteration."""
     run_dir = tmp_path / "run"
     argv = ["train", "prioritized", "--env", "CartPole-v1", "--ray", "--actors", "2",
             "--replay-shards", "2", "--iterations", "4", "--train-frames", "3000",
