@@ -374,7 +374,8 @@ class Config:
 
     @property
     def exploration_decay_frames(self):
-        return int(
+        # Rounded, not truncated: 0.009 x 100 x 4e6 is 3,599,999.9999999995 in floats.
+        return round(
             self.exploration_epsilon_decay_frame_fraction * self.iterations * self.train_frames
         )
 

@@ -228,3 +228,14 @@ def test_r2d1_long_explores_with_rlpyts_log_spaced_epsilons():
     assert len(finals) == 192 and finals[0] == 0.0005 and abs(finals[-1] - 0.1) < 1e-12
     short = make_config("r2d1", "pong", "atari", {})
     assert short.eps_final_min == 0.0 and short.exploration_epsilon_end_value == 0.01
+
+
+def test_r2d1_epsilon_decays_over_rlpyts_steps_in_frames():
+    """rlpyt decays epsilon from min_steps_learn (1e5 agent steps) to eps_steps (1e6):
+    9e5 steps, 3,600,000 frames for both configs (the float fraction of r2d1's run,
+    0.009 x 100 x 4e6, is 3,599,999.9999999995: rounded, not truncated)."""
+    from qzoo.configuration import make_config
+
+    for name in ("r2d1", "r2d1_long"):
+        config = make_config(name, "pong", "atari", {})
+        assert config.exploration_decay_frames == 3_600_000, name
