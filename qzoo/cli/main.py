@@ -105,7 +105,8 @@ def agents():
             print(f"{'':10s} without --offline, also: {online}")
         for domain, env in DOMAIN_EXAMPLES.items():
             values = ", ".join(f"{k}={v}" for k, v in domain_values(name, env).items())
-            print(f"{'':10s} on {domain} (as {env}), instead: {values}")
+            if values:
+                print(f"{'':10s} on {domain} (as {env}), instead: {values}")
 
 
 def _check_command(options, commands):

@@ -143,8 +143,8 @@ def test_pqn_learns_cartpole():
     """CleanRL's CartPole settings on a fifth of its 500,000 steps (8 iterations of
     12,500 frames: epsilon reaches 0.05 at 50,000): the untrained greedy network scores
     about 10; PQN passes 60 within four iterations (seeds 1-3: 69.9, 150.4 and 99.8 at
-    iterations 2, 2 and 3), and the test stops there. Budget 60 s (about 20 s on
-    the 2-core dev machine unloaded)."""
+    iterations 2, 2 and 3), and the test stops there. Budget 60 s (58 CPU s on the
+    2-core dev machine beside two Atari runs, 2026-11-29)."""
     options = {"env": "CartPole-v1", "iterations": "8", "train_frames": "12500",
                "eval_frames": "2000", "seed": "1", "threads": "1"}  # fmt: skip
     returns = []

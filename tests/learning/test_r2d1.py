@@ -239,3 +239,5 @@ def test_r2d1_epsilon_decays_over_rlpyts_steps_in_frames():
     for name in ("r2d1", "r2d1_long"):
         config = make_config(name, "pong", "atari", {})
         assert config.exploration_decay_frames == 3_600_000, name
+    # qzoo's MinAtar domain: 0.9% of 50 x 100,000 frames (44,999.99999999999 in floats)
+    assert make_config("r2d1", "minatar/breakout", "minatar", {}).exploration_decay_frames == 45_000
