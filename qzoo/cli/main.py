@@ -85,26 +85,27 @@ def train_command(argv, on_row=None, resume_line=True):
 DOMAIN_EXAMPLES = {"Gymnasium tasks": "CartPole-v1", "MinAtar": "minatar/breakout"}
 
 
-def domain_values(agent, env):
-    """{option: value} where `agent` on `env` differs from `agent` on Atari: the domain
-    defaults and the preset's own values for that domain, as build_config resolves them."""
-    atari, there = build_config(agent, {"env": "pong"}), build_config(agent, {"env": env})
-    return {
-        field.name: getattr(there, field.name)
-        for field in dataclasses.fields(there)
-        if field.name != "env" and getattr(there, field.name) != getattr(atari, field.name)
-    }
+def domain_values(agent, env, atari):
+    """{option: value} where `agent` on `env` differs from `atari`, its config on Atari:
+    the domain defaults and the preset's own values for that domain, as build_config
+    resolves them (compared as a resumed run's options are: run/changes.py)."""
+    from qzoo.run.changes import differences
+
+    there = build_config(agent, {"env": env})
+    found = differences(dataclasses.asdict(atari), dataclasses.asdict(there), ("env",))
+    return {name: getattr(there, name) for name, _, _ in found}
 
 
 def agents():
     for name, preset in config_lib.PRESETS.items():
+        atari = build_config(name, {"env": "pong"})
         diff = ", ".join(f"{k}={v}" for k, v in preset["overrides"].items()) or "(the base)"
         print(f"{name:10s} {preset['paper']}\n{'':10s} differs from dqn: {diff}")
         if preset.get("online"):  # values that apply only without --offline
             online = ", ".join(f"{k}={v}" for k, v in preset["online"].items())
             print(f"{'':10s} without --offline, also: {online}")
         for domain, env in DOMAIN_EXAMPLES.items():
-            values = ", ".join(f"{k}={v}" for k, v in domain_values(name, env).items())
+            values = ", ".join(f"{k}={v}" for k, v in domain_values(name, env, atari).items())
             if values:
                 print(f"{'':10s} on {domain} (as {env}), instead: {values}")
 

@@ -14,18 +14,18 @@ ACTS_ONLY_WITH = {
 def atari100k_relations(c, domain):
     relations = []
     if c.augmentation != "none":
+        # Worded for whichever option is blamed: the one given on the command line.
+        unaugmented = "(R2D1's sequences are not augmented)"
+        unshifted = "(its targets would see unshifted frames)"
         relations += [
             (("augmentation", "env"), domain in ("atari", "minatar"),
              f"none for {domain} environments (it shifts images: Atari or MinAtar frames)"),
             (("augmentation", "recurrent"), not c.recurrent,
-             {"augmentation": "none with --recurrent (R2D1's sequences are not augmented)",
-              "recurrent": f"false with --augmentation {c.augmentation} (R2D1's sequences "
-                           "are not augmented)"}),
+             {"augmentation": f"none with --recurrent {unaugmented}",
+              "recurrent": f"false with --augmentation {c.augmentation} {unaugmented}"}),
             (("augmentation", "prefetch_targets"), not c.prefetch_targets,
-             {"augmentation": "none with --prefetch-targets (its targets would see unshifted "
-                              "frames)",
-              "prefetch_targets": f"false with --augmentation {c.augmentation} (its targets "
-                                  "would see unshifted frames)"}),
+             {"augmentation": f"none with --prefetch-targets {unshifted}",
+              "prefetch_targets": f"false with --augmentation {c.augmentation} {unshifted}"}),
         ]  # fmt: skip
     if c.shift_offsets != "image":
         relations += [
