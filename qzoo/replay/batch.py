@@ -4,7 +4,6 @@ into the learner. Typed structures of arrays, never dicts of strings."""
 from typing import NamedTuple
 
 import numpy as np
-import torch
 
 
 class Row(NamedTuple):
@@ -86,6 +85,8 @@ class SequenceBatch(NamedTuple):
 def to_device(batch, device):
     """A NamedTuple batch with its arrays as tensors on `device`; `indices` (replay
     slots, for priority updates) stay on the host, None fields stay None."""
+    import torch  # here, not at the top: a replay shard's process never loads PyTorch
+
     fields = {k: None if v is None else torch.as_tensor(v, device=device)
               for k, v in batch._asdict().items() if k != "indices"}  # fmt: skip
     return batch._replace(**fields)

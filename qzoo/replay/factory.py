@@ -6,7 +6,6 @@ reads a Config: storages and samplers take typed arguments."""
 import sys
 
 import numpy as np
-import torch
 
 from qzoo.errors import UserError
 from qzoo.replay.frames import FrameStorage, bytes_per_transition
@@ -101,6 +100,8 @@ def make_device_replay(config, info, generator):
     """The replay of `--replay-device cpu|cuda`: device storage and the uniform (or
     with --prioritized the prioritized) sampler drawing from `generator` (the replay
     stream's torch generator on that device)."""
+    import torch  # here, not at the top: a replay shard's process never loads PyTorch
+
     from qzoo.replay.device import DeviceFrameStorage
     from qzoo.replay.device_samplers import DevicePrioritizedSampler, DeviceUniformSampler
 
@@ -123,6 +124,8 @@ def check_gpu_memory(config, info):
     free memory cannot hold."""
     args = (config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
             info.num_actions)  # fmt: skip
+    import torch
+
     needed, (free, _) = FrameStorage.bytes_needed(*args), torch.cuda.mem_get_info()
     if needed > free:
         raise UserError(
