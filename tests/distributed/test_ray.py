@@ -215,8 +215,12 @@ def test_faults_count_restarts_by_new_process_and_stop_an_actor_that_keeps_dying
 
 @pytest.fixture(scope="module")
 def local_ray():
+    # Worker processes at niceness 0, as the test worker's own: Ray's default (15) gave
+    # them a few percent of a core beside the other test worker and a training run, and
+    # an actor took 36 s to start (docs/ray.md, "Sharing a machine").
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})  # fmt: skip
+             runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
+             _system_config={"worker_niceness": 0})  # fmt: skip
     yield
     ray.shutdown()
 

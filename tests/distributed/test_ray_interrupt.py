@@ -31,6 +31,14 @@ LINE = "qzoo: interrupted while starting Ray; stopped its processes"
 linux = pytest.mark.skipif(clock_ticks() is None, reason="needs Linux /proc")
 
 
+def _child_env():
+    """The environment of a `qzoo train --ray` child: this checkout first on its path,
+    and Ray's worker processes at the niceness of everything else (Ray's default, 15,
+    starves them beside the other test worker and a training run: minutes of start-up)."""
+    path = os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    return {**os.environ, "PYTHONPATH": path, "RAY_worker_niceness": "0"}
+
+
 def _alive(pid, start):
     """Whether process `pid` still runs (not a zombie) as the one started at `start`."""
     try:
@@ -160,8 +168,7 @@ def _interrupted_start(tmp_path, interrupts, agents):
 
     if not hasattr(node.Node, "start_ray_processes"):
         pytest.skip(f"Ray {ray.__version__} has no Node.start_ray_processes to hold")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}  # fmt: skip
+    env = _child_env()
     argv = ["train", "dqn", "--env", "CartPole-v1", "--ray", "--iterations", "1",
             "--run-dir", str(tmp_path / "run")]  # fmt: skip
     since = clock_ticks()
@@ -251,8 +258,7 @@ CHILD_AT_EXIT = textwrap.dedent("""
 @pytest.mark.parametrize("first", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_second_ctrl_c_while_ray_shuts_down_at_exit_leaves_no_process(first, tmp_path):
     pytest.importorskip("ray")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}  # fmt: skip
+    env = _child_env()
     run_dir = tmp_path / "run"
     argv = ["train", "dqn", "--env", "CartPole-v1", "--ray", "--iterations", "3",
             "--train-frames", "1000000", "--no-progress", "--no-tensorboard",
