@@ -122,10 +122,10 @@ def make_device_replay(config, info, generator):
 def check_gpu_memory(config, info):
     """Refuses, before anything is written (run/checks.py), a replay that the GPU's
     free memory cannot hold."""
+    import torch  # here, not at the top: a replay shard's process never loads PyTorch
+
     args = (config.replay_capacity, config.num_envs, info.frame_shape, info.frame_dtype,
             info.num_actions)  # fmt: skip
-    import torch
-
     needed, (free, _) = FrameStorage.bytes_needed(*args), torch.cuda.mem_get_info()
     if needed > free:
         raise UserError(

@@ -12,7 +12,6 @@ resumes from its checkpoint with the shards' replay (43 s).
 
 import csv
 import math
-import subprocess
 import sys
 import threading
 
@@ -146,37 +145,6 @@ def test_uniform_shard_draws_each_stored_transition_alike():
     assert batch.weights is None
     # Slot 0 has 3 sampleable rows, slot 1 has 11; slots are picked by size (4 : 12).
     assert abs(np.mean(batch.indices[0] == 0) - 4 / 16) < 0.03
-
-
-SHARD_PROCESS = """
-import sys
-import numpy as np
-from qzoo import envs
-from qzoo.configuration import build_config
-from qzoo.distributed.dataset_shards import DatasetShard
-from qzoo.distributed.shards import ReplayShard
-from qzoo.replay.batch import Row
-
-config = build_config("dqn", {"env": "CartPole-v1", "ray": "true", "actors": "1",
-                              "replay_capacity": "40", "min_replay_capacity_fraction": "1",
-                              "batch_size": "4", "prioritized": "true"})
-shard = ReplayShard(config, envs.describe(config), 0)
-flags = np.zeros((6, 1), bool)
-flags[0] = True
-row = Row(np.ones((6, 1, 4), np.float32), np.zeros((6, 1), np.int64),
-          np.ones((6, 1), np.float32), flags, ~flags & False, ~flags & False)
-shard.add(0, (row, np.ones((5, 1), np.float32)))
-batch = shard.sample(8, 0.5)
-print(batch.s_tm1.shape[0], "torch" in sys.modules)
-"""
-
-
-def test_a_replay_shard_process_never_loads_pytorch():
-    """A shard only stores and draws numpy arrays: its Ray process skips PyTorch's import
-    (1.2 CPU s and 190 MiB each; benchmarks/shard_start.py)."""
-    out = subprocess.run([sys.executable, "-c", SHARD_PROCESS], capture_output=True, text=True,
-                         check=True).stdout.split()  # fmt: skip
-    assert out == ["8", "False"]
 
 
 class ActorUnavailableError(Exception):

@@ -203,7 +203,7 @@ def test_an_offline_ray_run_survives_a_killed_shard_writes_every_row_and_resumes
             "--eval-frames", "100", "--learn-period", "8", "--run-dir", str(run_dir),
             "--no-progress"]  # fmt: skip
     finish, killed = kill_when_results(run_dir, "qzoo-shard-1-", poll=0.05)
-    assert main(argv) == 0
+    assert main(argv) == 0, capsys.readouterr().err
     finish()
     err = capsys.readouterr().err
     assert killed, "the run ended before a shard could be killed"

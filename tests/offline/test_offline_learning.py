@@ -40,7 +40,7 @@ def returns(agent, **options):
 
 
 @pytest.mark.slow
-def test_offline_agents_learn_from_a_logged_dataset(tmp_path):
+def test_rem_learns_from_a_logged_dataset_and_dqn_trains_on_it_exactly_after_a_round_trip(tmp_path):
     torch.set_num_threads(1)
     logged = tmp_path / "logged"  # a copy: the first offline run adds its converted layout
     shutil.copytree(DATA / "replay_logs", logged / "replay_logs")
