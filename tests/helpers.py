@@ -183,3 +183,19 @@ def returns_until(trainer, above):
             trainer.finish()
             break
     return returns
+
+
+def ctrl_c_at_iteration(monkeypatch, iteration):
+    """A Ctrl-C (KeyboardInterrupt) as the trainer starts `iteration`; returns the
+    unpatched Trainer.run_iteration, for a later command that should run normally."""
+    from qzoo.run import trainer as loop
+
+    run_iteration = loop.Trainer.run_iteration
+
+    def interrupted(self, progress=None):
+        if self.iteration == iteration:
+            raise KeyboardInterrupt
+        return run_iteration(self, progress)
+
+    monkeypatch.setattr(loop.Trainer, "run_iteration", interrupted)
+    return run_iteration

@@ -7,7 +7,7 @@ import os
 import shutil
 
 import pytest
-from helpers import TINY_ARGS
+from helpers import TINY_ARGS, ctrl_c_at_iteration
 
 from qzoo.cli.main import main
 from qzoo.run import trainer as loop
@@ -35,14 +35,7 @@ def interrupted(tmp_path, monkeypatch, capsys):
     """A tiny run with OWN options, interrupted (KeyboardInterrupt) in iteration 2 of
     2; returns its folder and the last stderr line."""
     run_dir = tmp_path / "run"
-    run_iteration = loop.Trainer.run_iteration
-
-    def stop_at_2(self, progress=None):
-        if self.iteration == 2:
-            raise KeyboardInterrupt
-        return run_iteration(self, progress)
-
-    monkeypatch.setattr(loop.Trainer, "run_iteration", stop_at_2)
+    run_iteration = ctrl_c_at_iteration(monkeypatch, 2)
     argv = ["train", "dqn", "--env", "CartPole-v1", *TINY_ARGS, *OWN, "--run-dir", str(run_dir)]
     assert main(argv) == 130
     monkeypatch.setattr(loop.Trainer, "run_iteration", run_iteration)

@@ -16,7 +16,7 @@ import tempfile
 import time
 
 import pytest
-from helpers import replacing
+from helpers import ctrl_c_at_iteration, replacing
 from rundir_common import ARGS, MORE, one_error_line, snapshot, train
 
 from qzoo.cli.main import main
@@ -102,14 +102,7 @@ def test_second_run_is_refused_naming_the_holder_and_a_killed_runs_lock_blocks_n
 
 
 def test_ctrl_c_prints_the_command_that_resumes(run_dir, monkeypatch, capsys):
-    run_iteration = loop.Trainer.run_iteration
-
-    def interrupted(self, progress=None):
-        if self.iteration == 2:
-            raise KeyboardInterrupt
-        return run_iteration(self, progress)
-
-    monkeypatch.setattr(loop.Trainer, "run_iteration", interrupted)
+    run_iteration = ctrl_c_at_iteration(monkeypatch, 2)
     assert train(run_dir, "--iterations", "3", "--accept-changes", "iterations") == 130
     err = capsys.readouterr().err
     assert "Traceback" not in err

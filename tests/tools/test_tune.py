@@ -14,7 +14,7 @@ import time
 
 import optuna
 import pytest
-from helpers import REPO, small_disk
+from helpers import REPO, ctrl_c_at_iteration, small_disk
 
 from qzoo.cli.main import main
 from qzoo.errors import UserError
@@ -254,16 +254,7 @@ def test_a_storage_that_cannot_be_opened_leaves_no_folder_behind(tmp_path, capsy
 def test_ctrl_c_in_a_trial_says_one_thing_how_to_continue(tmp_path, monkeypatch, capfd):
     """Issue 34 #2: Optuna's "Trial 0 failed" warning and a KeyboardInterrupt traceback
     came before qzoo's line, and the trial's run folder printed its own resume command."""
-    from qzoo.run import trainer as loop
-
-    run_iteration = loop.Trainer.run_iteration
-
-    def stop_at_2(self, progress=None):
-        if self.iteration == 2:
-            raise KeyboardInterrupt
-        return run_iteration(self, progress)
-
-    monkeypatch.setattr(loop.Trainer, "run_iteration", stop_at_2)
+    ctrl_c_at_iteration(monkeypatch, 2)
     out = tmp_path / "study"
     argv = tune_argv(out, 1)
     assert main(argv) == 130
