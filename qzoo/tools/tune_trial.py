@@ -9,6 +9,7 @@ import os
 import shlex
 
 from qzoo.errors import Diverged, flag
+from qzoo.signals import deferred
 from qzoo.tools import stats
 from qzoo.tools.tune_space import as_option
 
@@ -93,8 +94,10 @@ class Objective:
                 k x (iterations + 1) + iteration for the k-th seed."""
                 if math.isnan(value):
                     return
-                trial.report(value, k * steps + iteration)
-                if trial.should_prune():
+                with deferred():  # a Ctrl-C waits for the study's database write to end
+                    trial.report(value, k * steps + iteration)
+                    prune = trial.should_prune()
+                if prune:
                     raise optuna.TrialPruned(f"seed {plan.seeds[k]}, iteration {iteration}: "
                                              f"eval return {value:g}")  # fmt: skip
 

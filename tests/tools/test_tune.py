@@ -114,9 +114,9 @@ def test_a_stopped_study_continues_with_the_same_command(tmp_path, stop):
         status = worker.wait(timeout=600)
     text = (tmp_path / "first.log").read_text()
     if stop == "SIGINT":
-        assert status == 130 and "trial 0 will be redone" in text
+        assert status == 130 and "trial 0 will be redone" in text, text[-4000:]
     else:
-        assert status == -signal.SIGKILL
+        assert status == -signal.SIGKILL, text[-4000:]
     with open(tmp_path / "second.log", "w+") as log:
         assert start(argv, log).wait(timeout=600) == 0
     text = (tmp_path / "second.log").read_text()
