@@ -28,7 +28,7 @@ from harness import new_parser, read
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
-PAGES = ("docs/benchmarks.md", "docs/pqn.md", "docs/atari100k.md")
+PAGES = ("docs/benchmarks.md", "docs/pqn.md", "docs/atari100k.md", "docs/ray.md")
 BLOCK = re.compile(r"(<!-- table (\S+) [^\n]*-->\n)(.*?)(<!-- end table -->)", re.DOTALL)
 
 
@@ -188,11 +188,31 @@ def atari100k_der():
     return out
 
 
+def ray_niceness():
+    """A short Ray run beside busy processes, its workers at each niceness, round by
+    round (benchmarks/ray_niceness.py), and the medians' ratio."""
+    runs = {}
+    for r in _lines("ray_niceness/ray_niceness.jsonl"):
+        runs.setdefault(r["worker_niceness"], []).append(r)
+    out = ["| workers' niceness | run wall s | training frames/s | cores the busy processes got |",
+           "|---:|---|---|---|"]  # fmt: skip
+    for niceness, rs in sorted(runs.items(), reverse=True):
+        cells = [", ".join(format(r[key], form) for r in rs)
+                 for key, form in [("wall_s", ".0f"), ("train_frame_rate", ".0f"), ("load_cores", ".2f")]]  # fmt: skip
+        out.append(f"| {niceness} | " + " | ".join(cells) + " |")
+    (high, slow), (low, fast) = sorted(runs.items(), reverse=True)[:2]
+    rate = statistics.median(r["train_frame_rate"] for r in fast) / statistics.median(
+        r["train_frame_rate"] for r in slow)
+    wall = statistics.median(r["wall_s"] for r in slow) / statistics.median(r["wall_s"] for r in fast)
+    out.append(f"| {low} / {high} | {wall:.1f}x shorter | {rate:.1f}x | |")
+    return out
+
+
 TABLES = {"pqn_vs_dqn": pqn_vs_dqn, "pqn_vs_cleanrl": pqn_vs_cleanrl,
           "pqn_atari_curve": pqn_atari_curve, "atari100k_drq_eps_seeds": atari100k_drq_eps_seeds,
           "atari100k_der": atari100k_der,
           "acting_modes_learner_bound": acting_modes_learner_bound,
-          "acting_modes_acting_bound": acting_modes_acting_bound}  # fmt: skip
+          "acting_modes_acting_bound": acting_modes_acting_bound, "ray_niceness": ray_niceness}  # fmt: skip
 
 
 def rewrite(text, page):

@@ -38,6 +38,7 @@ from qzoo.signals import shielded
 # Seconds to wait for a cluster's address to answer before refusing it: Ray itself
 # retries an unreachable address for minutes.
 CONNECT_TIMEOUT = 5.0
+RAY_NICENESS = "RAY_worker_niceness"  # Ray's variable for its workers' niceness
 
 
 def machine_cpus():
@@ -115,6 +116,14 @@ def _quiet_stderr():
         os.close(saved)
 
 
+def worker_niceness():
+    """The local instance's system config: its workers (actors, shards, evaluator) at the
+    learner's own priority, not Ray's default of 15 niceness above it, which beside
+    other jobs left them a few percent of a core (docs/ray.md, "Sharing a machine").
+    RAY_worker_niceness, where set, is Ray's to apply and left to it."""
+    return {} if RAY_NICENESS in os.environ else {"worker_niceness": 0}
+
+
 def connect(config):
     """Joins (or starts) the Ray instance `config` names, unless this process already
     has one (a script or test that called ray.init itself); returns the cluster's CPUs.
@@ -139,7 +148,7 @@ def connect(config):
                 with _HeldInterrupt() as held, _own_sigterm():
                     ray.init(num_cpus=machine_cpus(), include_dashboard=False,
                              log_to_driver=False, runtime_env=runtime_env,
-                             logging_level=logging.ERROR)  # fmt: skip
+                             logging_level=logging.ERROR, _system_config=worker_niceness())  # fmt: skip
                 if held.pending:
                     raise KeyboardInterrupt
             except BaseException as e:

@@ -32,11 +32,10 @@ linux = pytest.mark.skipif(clock_ticks() is None, reason="needs Linux /proc")
 
 
 def _child_env():
-    """The environment of a `qzoo train --ray` child: this checkout first on its path,
-    and Ray's worker processes at the niceness of everything else (Ray's default, 15,
-    starves them beside the other test worker and a training run: minutes of start-up)."""
+    """The environment of a `qzoo train --ray` child: this checkout first on its path
+    (its local Ray instance runs its workers at its own niceness: cluster.worker_niceness)."""
     path = os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    return {**os.environ, "PYTHONPATH": path, "RAY_worker_niceness": "0"}
+    return {**os.environ, "PYTHONPATH": path}
 
 
 def _alive(pid, start):
