@@ -28,6 +28,13 @@ SMALL = {"env": "CartPole-v1", "iterations": "2", "train_frames": "300", "eval_f
          "capture": "true", "threads": "1", **SMALL_HEADS}  # fmt: skip
 
 
+def _eager(trainer):
+    """`trainer` with its captured update run eagerly: the same function, not compiled."""
+    trainer.updates.captured = CapturedUpdate(trainer.learner, trainer.replay,
+                                              trainer.config.batch_size, compile=False)  # fmt: skip
+    return trainer
+
+
 def _pair(agent, extra):
     """A trainer whose captured update is compiled and one in the same state running
     the same function eagerly, replay filled."""
@@ -35,9 +42,7 @@ def _pair(agent, extra):
     compiled.train_phase(500)  # 100 to fill, then updates (the first one compiles)
     eager = Trainer(build_config(agent, {**SMALL, **extra}))
     eager.load_state_dict(copy.deepcopy(compiled.state_dict()))
-    eager.updates.captured = CapturedUpdate(eager.learner, eager.replay, eager.config.batch_size,
-                                    compile=False)  # fmt: skip
-    return compiled, eager
+    return compiled, _eager(eager)
 
 
 @pytest.mark.parametrize("agent, extra", [
@@ -150,7 +155,8 @@ def test_nothing_in_the_update_copies_to_the_host(agent, extra):
     same code compiled) runs in Python, so a host copy anywhere would raise here. (The
     compiled CPU graph itself reads 0-dim CPU tensors as numbers, by design of the
     CPU backend: on a GPU those tensors live on the device.)"""
-    _, eager = _pair(agent, extra)
+    eager = _eager(Trainer(build_config(agent, {**SMALL, **extra})))
+    eager.train_phase(500)  # filled and trained eagerly: compiling would add nothing here
     with no_host_sync():
         for _ in range(3):
             eager.learn_once()
