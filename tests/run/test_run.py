@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import SMALL_HEADS
 
 from qzoo.run.trainer import WALL_CLOCK_COLUMNS
 
@@ -146,9 +147,7 @@ def test_state_round_trip_continues_identically(agent, extra, tmp_path):
 
     options = {"env": "CartPole-v1", "iterations": "3", "train_frames": "400",
                "eval_frames": "100", "replay_capacity": "1000",
-               "min_replay_capacity_fraction": "0.1", "num_quantiles": "8",
-               "tau_samples_policy": "4", "tau_samples_s_tm1": "5", "tau_samples_s_t": "6",
-               **extra}  # fmt: skip
+               "min_replay_capacity_fraction": "0.1", **SMALL_HEADS, **extra}  # fmt: skip
     config = build_config(agent, options)
     first = Trainer(config)
     first.run_iteration(), first.run_iteration()
